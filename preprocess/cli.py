@@ -1,0 +1,71 @@
+"""`xlpos-prep`: one subcommand per pipeline step; each step's module configures its own parser.
+
+Modules are imported only for the chosen subcommand, so `xlpos-prep oracle` never pays for numba or fairseq.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from .io import InputError
+
+# name -> (module, one-line help). Each module defines `configure_<name with _>(parser)`, which adds the
+# arguments and sets `parser.set_defaults(run=callable(args) -> int|None)`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "align": ("preprocess.align", "word-align a parallel corpus with eflomal + symmetrization (Pharaoh output)"),
+    "oracle": ("preprocess.oracle", "alignments -> oracle reordering ranks (lader's definition)"),
+    "train-reorderer": ("preprocess.reorderer", "train the discriminative BTG reorderer on oracle ranks"),
+    "reorder": ("preprocess.reorderer", "reorder source sentences into target order with a trained model"),
+    "positions": ("preprocess.subword", "words + order + sentencepiece model -> piece-level XL positions"),
+    "evaluate": ("preprocess.metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
+    "binarize": ("xlpos.data.binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
+    "synth": ("preprocess.synthetic", "generate a synthetic parallel corpus with nested reordering"),
+}
+
+EPILOG = """examples:
+  xlpos-prep align --src train.en --tgt train.ja --out train.align
+  xlpos-prep oracle --src train.en --align train.align --out train.oracle
+  xlpos-prep train-reorderer --src train.en --oracle train.oracle --model en-ja.reorderer
+  xlpos-prep reorder --model en-ja.reorderer --src test.en --out test.order --workers 2
+  xlpos-prep positions --src test.en --order test.order --spm spm.model --out test.xlpos
+  xlpos-prep evaluate --order test.order --oracle test.oracle
+"""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xlpos-prep", description="The xlpos reordering pipeline.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == command:
+            configure = getattr(importlib.import_module(module), "configure_" + name.replace("-", "_"))
+            configure(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except (InputError, ValueError, FileNotFoundError) as e:
+        # One line, naming the file and line, is what a user needs; tracebacks are for bugs.
+        print(f"xlpos-prep {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""xlpos: cross-lingual position representations for fairseq Transformer encoders."""
+from setuptools import find_packages, setup
+
+setup(
+    name="xlpos",
+    version="0.1.0",
+    description="Self-attention with cross-lingual position representations (Ding et al., ACL 2020) for fairseq",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.13",
+    packages=find_packages(include=["xlpos", "xlpos.*", "preprocess", "preprocess.*"]),
+    install_requires=[
+        # Pinned to the CPU wheel measured on our machines; a looser spec lets pip pull a multi-GB CUDA build.
+        "torch==2.13.0",
+        # cp311 wheel of fairseq 0.12: the official 0.12.2 neither installs with current pip nor imports on 3.11.
+        "ve-fairseq==0.12.3",
+        "hydra-core>=1.3,<1.4",
+        "omegaconf>=2.3,<2.4",
+        "numpy",
+        "numba",
+        "sentencepiece",
+        "sacrebleu>=2,<3",
+        "sacremoses",
+        "nltk",
+        "tensorboard",
+        "tqdm",
+        "eflomal>=2,<3",
+    ],
+    extras_require={"test": ["pytest", "pytest-timeout"]},
+    entry_points={"console_scripts": ["xlpos-prep = preprocess.cli:main"]},
+)

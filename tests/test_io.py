@@ -1,0 +1,33 @@
+import pytest
+
+from preprocess.io import InputError, Shard, atomic_output, read_tokens
+
+
+def test_shards_cover_all_lines_in_order():
+    for total in (0, 1, 7, 100):
+        for n in (1, 3, 8):
+            spans = [Shard(i, n).bounds(total) for i in range(n)]
+            assert spans[0][0] == 0 and spans[-1][1] == total
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("bad", ["3/3", "a/b", "1", "-1/2"])
+def test_bad_shard_spec_is_rejected(bad):
+    with pytest.raises(ValueError):
+        Shard.parse(bad)
+
+
+def test_atomic_output_leaves_nothing_on_failure(tmp_path):
+    out = tmp_path / "x.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_output(str(out)) as f:
+            f.write("partial")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_sentence_error_names_file_and_line(tmp_path):
+    p = tmp_path / "s.txt"
+    p.write_text("a b\n\nc\n")
+    with pytest.raises(InputError, match=r"s.txt:2: empty sentence"):
+        read_tokens(str(p))
