@@ -14,7 +14,12 @@ class InputError(ValueError):
     def __init__(self, path: str, line: int | None, message: str):
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
-        self.path, self.line = path, line
+        self.path, self.line, self.message = path, line, message
+
+    def __reduce__(self):
+        # Exceptions pickle through self.args (the formatted text), which this __init__ cannot take back;
+        # rebuild from the parts so an InputError raised in a --workers process reaches the parent intact.
+        return (type(self), (self.path, self.line, self.message))
 
 
 def read_lines(path: str) -> list[str]:

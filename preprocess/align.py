@@ -1,0 +1,206 @@
+"""Word alignment: eflomal in both directions, then symmetrization (Koehn's heuristics) implemented here.
+
+`xlpos-prep align --src S --tgt T --out ALIGN` writes Pharaoh "i-j" links (0-based, source-target), sorted, one
+line per sentence pair.
+
+Reproducibility: eflomal 2.0 seeds its samplers from /dev/urandom and has no seed option, so two runs on the same
+corpus give slightly different alignments. Keep the alignment file (recipes skip a step whose output exists);
+everything downstream of it is deterministic.
+
+Symmetrization follows the pseudo-code of Koehn (statmt.org "grow-diag-final", Koehn et al. 2003), with the
+source word as the outer loop ("e") and the target word as the inner one ("f"):
+  intersection, union;
+  grow-diag: start from the intersection; repeat passes until nothing is added: for every aligned point, in
+    row-major order and seeing points added earlier in the same pass, add each of its 8 neighbours (in the order
+    left/up/right/down, then the diagonals) that is in the union and whose source word or target word is still
+    unaligned;
+  grow-diag-final: grow-diag, then FINAL(forward) and FINAL(reverse): add each (row-major) directional point
+    whose source word or target word is still unaligned;
+  grow-diag-final-and: as grow-diag-final, but FINAL-AND adds a point only when both words are unaligned.
+The forward direction (eflomal's source-to-target model) is finalized before the reverse one.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import time
+
+from .io import InputError, atomic_output, check_same_length, read_lines, read_tokens
+
+logger = logging.getLogger(__name__)
+
+HEURISTICS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+# Measured with eflomal 2.0: a sentence of 1024 or more tokens comes back with no links at all, silently.
+EFLOMAL_MAX_TOKENS = 1023
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+Link = tuple[int, int]
+
+
+def symmetrize(fwd: set[Link], rev: set[Link], n_src: int, n_tgt: int, heuristic: str) -> list[Link]:
+    """Combine two directional alignments of one sentence pair (both as (source, target) links); sorted links."""
+    if heuristic not in HEURISTICS:
+        raise ValueError(f"unknown symmetrization heuristic {heuristic!r}; choose from {', '.join(HEURISTICS)}")
+    for i, j in fwd | rev:
+        if not (0 <= i < n_src and 0 <= j < n_tgt):
+            raise ValueError(f"link {i}-{j} out of range for a {n_src}x{n_tgt} sentence pair")
+    if heuristic == "intersection":
+        return sorted(fwd & rev)
+    union = fwd | rev
+    if heuristic == "union":
+        return sorted(union)
+
+    alignment = set(fwd & rev)
+    src_aligned = [False] * n_src
+    tgt_aligned = [False] * n_tgt
+    for i, j in alignment:
+        src_aligned[i] = tgt_aligned[j] = True
+
+    def add(i: int, j: int) -> None:
+        alignment.add((i, j))
+        src_aligned[i] = tgt_aligned[j] = True
+
+    added = True
+    while added:
+        added = False
+        for i in range(n_src):
+            if not src_aligned[i]:
+                continue
+            for j in range(n_tgt):
+                if (i, j) not in alignment:
+                    continue
+                for di, dj in _NEIGHBOURS:
+                    point = (i + di, j + dj)
+                    # union membership implies the point is inside the sentence pair
+                    if point in union and point not in alignment and (
+                            not src_aligned[point[0]] or not tgt_aligned[point[1]]):
+                        add(*point)
+                        added = True
+    if heuristic == "grow-diag":
+        return sorted(alignment)
+
+    both_unaligned = heuristic == "grow-diag-final-and"
+    for directional in (fwd, rev):
+        for i, j in sorted(directional):
+            if (i, j) in alignment:
+                continue
+            if both_unaligned:
+                ok = not src_aligned[i] and not tgt_aligned[j]
+            else:
+                ok = not src_aligned[i] or not tgt_aligned[j]
+            if ok:
+                add(i, j)
+    return sorted(alignment)
+
+
+def format_links(links: list[Link]) -> str:
+    return " ".join(f"{i}-{j}" for i, j in links)
+
+
+def _read_eflomal_links(path: str, n_expected: int) -> list[set[Link]]:
+    lines = read_lines(path)
+    if len(lines) != n_expected:
+        raise RuntimeError(f"eflomal wrote {len(lines)} alignment lines for {n_expected} sentence pairs")
+    result = []
+    for line in lines:
+        result.append({(int(i), int(j)) for i, j in (tok.split("-") for tok in line.split())})
+    return result
+
+
+def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: tuple[str, ...], *, model: int = 3,
+                n_samplers: int = 3, rel_iterations: float = 1.0, null_prior: float = 0.2,
+                quiet: bool = True) -> dict[str, list[set[Link]]]:
+    """eflomal links per sentence pair for each of `directions` ("forward", "reverse"), as (source, target)."""
+    import eflomal  # imported here so `xlpos-prep --help` and the other steps never need it
+
+    aligner = eflomal.Aligner(model=model, n_samplers=n_samplers, rel_iterations=rel_iterations,
+                              null_prior=null_prior)
+    with tempfile.TemporaryDirectory(prefix="xlpos-align-") as tmp:
+        paths = {d: os.path.join(tmp, d) for d in directions}
+        aligner.align([" ".join(s) for s in sources], [" ".join(t) for t in targets],
+                      links_filename_fwd=paths.get("forward"), links_filename_rev=paths.get("reverse"),
+                      quiet=quiet)
+        return {d: _read_eflomal_links(p, len(sources)) for d, p in paths.items()}
+
+
+def run_align(args: argparse.Namespace) -> int:
+    if not 1 <= args.max_len <= EFLOMAL_MAX_TOKENS:
+        raise ValueError(f"--max-len must be in 1..{EFLOMAL_MAX_TOKENS}, got {args.max_len}")
+    sources = read_tokens(args.src, max_len=args.max_len)
+    targets = read_tokens(args.tgt, max_len=args.max_len)
+    check_same_length(args.src, len(sources), args.tgt, len(targets))
+    if args.seed is not None:
+        logger.warning("--seed %d: eflomal 2.0 seeds itself from /dev/urandom and takes no seed, so this run's "
+                       "alignments may differ slightly from another's; keep %s to reproduce", args.seed, args.out)
+    directions = ("forward", "reverse") if args.direction == "both" else (args.direction,)
+    if args.fwd_out and "forward" not in directions or args.rev_out and "reverse" not in directions:
+        raise ValueError("--fwd-out/--rev-out need the corresponding direction (--direction both)")
+    logger.info("aligning %d sentence pairs (%s; eflomal model %d, %d samplers)", len(sources),
+                "+".join(directions), args.model, args.samplers)
+    started = time.perf_counter()
+    links = run_eflomal(sources, targets, directions, model=args.model, n_samplers=args.samplers,
+                        rel_iterations=args.rel_iterations, null_prior=args.null_prior, quiet=not args.verbose)
+    logger.info("eflomal took %.1f s", time.perf_counter() - started)
+    for direction, out_path in (("forward", args.fwd_out), ("reverse", args.rev_out)):
+        if out_path:
+            with atomic_output(out_path) as f:
+                for sentence_links in links[direction]:
+                    f.write(format_links(sorted(sentence_links)) + "\n")
+
+    started = time.perf_counter()
+    n_links = n_src_words = n_src_aligned = n_tgt_words = n_tgt_aligned = 0
+    with atomic_output(args.out) as out:
+        for k, (src, tgt) in enumerate(zip(sources, targets)):
+            if len(directions) == 2:
+                try:
+                    final = symmetrize(links["forward"][k], links["reverse"][k], len(src), len(tgt), args.sym)
+                except ValueError as e:  # eflomal output inconsistent with the input: name the pair
+                    raise InputError(args.src, k + 1, f"eflomal: {e}") from None
+            else:
+                final = sorted(links[directions[0]][k])
+            out.write(format_links(final) + "\n")
+            n_links += len(final)
+            n_src_words += len(src)
+            n_tgt_words += len(tgt)
+            n_src_aligned += len({i for i, _ in final})
+            n_tgt_aligned += len({j for _, j in final})
+    logger.info("%s: %d links; %.1f%% of source and %.1f%% of target words aligned (symmetrization %.1f s); "
+                "wrote %s", args.sym if len(directions) == 2 else directions[0], n_links,
+                100.0 * n_src_aligned / n_src_words, 100.0 * n_tgt_aligned / n_tgt_words,
+                time.perf_counter() - started, args.out)
+    return 0
+
+
+def configure_align(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = """examples:
+  xlpos-prep align --src train.en --tgt train.ja --out train.align
+  xlpos-prep align --src train.en --tgt train.ja --out train.align --sym intersection \\
+      --fwd-out train.fwd.align --rev-out train.rev.align
+  xlpos-prep align --src train.en --tgt train.ja --out train.fwd.align --direction forward
+
+Align train+dev(+test) sources together: eflomal is unsupervised, and more text gives better alignments.
+eflomal seeds itself from /dev/urandom (no seed option), so reruns differ slightly: keep the output file."""
+    parser.add_argument("--src", required=True, help="tokenized source sentences")
+    parser.add_argument("--tgt", required=True, help="tokenized target sentences, parallel to --src")
+    parser.add_argument("--out", required=True, help="output Pharaoh alignment (written atomically)")
+    parser.add_argument("--sym", choices=HEURISTICS, default="grow-diag-final-and",
+                        help="symmetrization heuristic (default grow-diag-final-and)")
+    parser.add_argument("--direction", choices=("both", "forward", "reverse"), default="both",
+                        help="'forward'/'reverse' write that single eflomal direction without symmetrization")
+    parser.add_argument("--fwd-out", help="also write the forward (source-to-target) links here")
+    parser.add_argument("--rev-out", help="also write the reverse (target-to-source) links here, as source-target")
+    parser.add_argument("--model", type=int, choices=(1, 2, 3), default=3,
+                        help="eflomal model: 1 IBM1, 2 +HMM, 3 +HMM+fertility (default 3)")
+    parser.add_argument("--samplers", type=int, default=3, help="independent eflomal samplers (default 3)")
+    parser.add_argument("--rel-iterations", type=float, default=1.0,
+                        help="eflomal iterations relative to its default schedule (default 1.0)")
+    parser.add_argument("--null-prior", type=float, default=0.2, help="eflomal NULL prior (default 0.2)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="accepted for the pipeline's common interface, but eflomal 2.0 cannot be seeded "
+                             "(it reads /dev/urandom): a warning says so; keep the alignment file to reproduce")
+    parser.add_argument("--max-len", type=int, default=EFLOMAL_MAX_TOKENS,
+                        help=f"reject sentences longer than this many tokens (default and maximum "
+                             f"{EFLOMAL_MAX_TOKENS}: eflomal silently leaves longer sentences unaligned)")
+    parser.set_defaults(run=run_align)

@@ -1,0 +1,165 @@
+"""Piece-level cross-lingual (XL) positions: words + word order + sentencepiece model -> one position per piece.
+
+Contract (DESIGN.md, "Piece-level XL positions"): the tokenized source line is encoded with sentencepiece; pieces
+map to words through the word-boundary marker "▁" (a piece starting with it begins a new word; a lone "▁" piece,
+which sentencepiece emits before a word starting with an out-of-vocabulary character, belongs to the following
+word); words are laid out in the given order with each word's pieces together and in their own order; a piece's
+XL position is its index in that reordered piece sequence. Positions are a permutation of 0..N-1 for N pieces
+(EOS, appended later by fairseq, is not included). Any disagreement between the words and the pieces is an error
+naming the file and line, never padding.
+
+The sentencepiece model must use its default prefix marker (not `treat_whitespace_as_suffix`) and split on
+whitespace (`split_by_whitespace`, the default), so no piece spans two words; both are checked per piece.
+`--pieces-out` writes the exact pieces whose positions were computed, for fairseq-preprocess.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+
+from .io import InputError, Shard, atomic_output, check_same_length, read_lines, read_tokens
+from .metrics import parse_order_line
+from .oracle import order_from_ranks, read_oracle
+from .parallel import map_in_order
+
+logger = logging.getLogger(__name__)
+
+WORD_BOUNDARY = "\u2581"  # "▁", sentencepiece's whitespace marker
+MONOTONE = "monotone"
+
+
+def piece_word_ids(pieces: list[str]) -> list[int]:
+    """Index of the source word each piece belongs to (0-based, non-decreasing)."""
+    word_ids = []
+    word = -1
+    joins_next = False  # the previous piece was a lone "▁": this piece continues its word
+    for piece in pieces:
+        if WORD_BOUNDARY in piece[1:]:
+            raise ValueError(f"piece {piece!r} spans a word boundary: the sentencepiece model must split on "
+                             f"whitespace and mark word starts with a {WORD_BOUNDARY!r} prefix")
+        if (piece.startswith(WORD_BOUNDARY) or word < 0) and not joins_next:
+            word += 1
+        joins_next = piece == WORD_BOUNDARY
+        word_ids.append(word)
+    return word_ids
+
+
+def xl_positions_for_pieces(word_ids: list[int], order: list[int]) -> list[int]:
+    """XL position of each piece: its index once the words are laid out in `order`, pieces of a word together."""
+    n_words = len(order)
+    if sorted(order) != list(range(n_words)):
+        raise ValueError(f"the order is not a permutation of 0..{n_words - 1}")
+    n_found = word_ids[-1] + 1 if word_ids else 0
+    if n_found != n_words or any(b not in (a, a + 1) for a, b in zip([-1] + word_ids, word_ids)):
+        raise ValueError(f"the pieces belong to {n_found} words but the order has {n_words}")
+    first_piece = [0] * (n_words + 1)  # first_piece[w] .. first_piece[w+1]-1 are the pieces of word w
+    for w in word_ids:
+        first_piece[w + 1] += 1
+    for w in range(n_words):
+        first_piece[w + 1] += first_piece[w]
+    positions = [0] * len(word_ids)
+    next_position = 0
+    for w in order:
+        for piece in range(first_piece[w], first_piece[w + 1]):
+            positions[piece] = next_position
+            next_position += 1
+    return positions
+
+
+def xl_positions_for_line(words: list[str], order: list[int], sp) -> tuple[list[str], list[int]]:
+    """Pieces of the tokenized line `words` and their XL positions under the word order `order`.
+
+    `sp` is a sentencepiece.SentencePieceProcessor. Raises ValueError when the pieces imply a different number of
+    words than `words` (e.g. a word that sentencepiece normalizes away) or `order` has the wrong length.
+    """
+    if len(order) != len(words):
+        raise ValueError(f"the order has {len(order)} entries but the sentence has {len(words)} words")
+    pieces = sp.encode(" ".join(words), out_type=str)
+    word_ids = piece_word_ids(pieces)
+    n_found = word_ids[-1] + 1 if word_ids else 0
+    if n_found != len(words):
+        vanished = [w for w in words if not sp.encode(w, out_type=str)]
+        hint = f"; words sentencepiece turns into nothing: {vanished[:5]!r}" if vanished else ""
+        raise ValueError(f"sentencepiece produced pieces for {n_found} words but the line has {len(words)}"
+                         f"{hint}")
+    return pieces, xl_positions_for_pieces(word_ids, order)
+
+
+_worker_state: dict = {}
+
+
+def _init_worker(spm_path: str, src_path: str) -> None:
+    import sentencepiece
+
+    try:
+        _worker_state["sp"] = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+    except (OSError, RuntimeError) as e:
+        raise InputError(spm_path, None, f"cannot load the sentencepiece model ({e})") from None
+    _worker_state["src_path"] = src_path
+
+
+def _positions_job(job: tuple[int, list[str], list[int]]) -> tuple[list[str], list[int]]:
+    lineno, words, order = job
+    try:
+        return xl_positions_for_line(words, order, _worker_state["sp"])
+    except ValueError as e:
+        raise InputError(_worker_state["src_path"], lineno, str(e)) from None
+
+
+def _load_orders(args: argparse.Namespace, sources: list[list[str]]) -> list[list[int]]:
+    lengths = [len(s) for s in sources]
+    if args.oracle is not None:
+        return [order_from_ranks(ranks) for ranks in read_oracle(args.oracle, lengths)]
+    if args.order == MONOTONE:
+        return [list(range(n)) for n in lengths]
+    lines = read_lines(args.order)
+    check_same_length(args.src, len(sources), args.order, len(lines))
+    return [parse_order_line(line, n, args.order, k) for k, (line, n) in enumerate(zip(lines, lengths), 1)]
+
+
+def run_positions(args: argparse.Namespace) -> int:
+    sources = read_tokens(args.src)
+    orders = _load_orders(args, sources)
+    start, end = Shard.parse(args.shard).bounds(len(sources))
+    jobs = ((k + 1, sources[k], orders[k]) for k in range(start, end))
+    n_pieces = n_moved = 0
+    with atomic_output(args.out) as out, \
+            (atomic_output(args.pieces_out) if args.pieces_out else contextlib.nullcontext()) as pieces_out:
+        for pieces, positions in map_in_order(_positions_job, jobs, workers=args.workers, total=end - start,
+                                              desc="positions", initializer=_init_worker,
+                                              initargs=(args.spm, args.src)):
+            out.write(" ".join(map(str, positions)) + "\n")
+            if pieces_out is not None:
+                pieces_out.write(" ".join(pieces) + "\n")
+            n_pieces += len(positions)
+            n_moved += sum(p != k for k, p in enumerate(positions))
+    n_words = sum(len(sources[k]) for k in range(start, end))
+    logger.info("%d sentences (lines %d-%d): %d words -> %d pieces (%.2f per word); %.1f%% of pieces moved by "
+                "the order; wrote %s%s", end - start, start + 1, end, n_words, n_pieces,
+                n_pieces / max(n_words, 1), 100.0 * n_moved / max(n_pieces, 1), args.out,
+                f" and {args.pieces_out}" if args.pieces_out else "")
+    return 0
+
+
+def configure_positions(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = """examples:
+  xlpos-prep positions --src train.en --order train.order --spm spm.model --out train.xlpos \\
+      --pieces-out train.spm.en --workers 2
+  xlpos-prep positions --src test.en --order monotone --spm spm.model --out test.xlpos
+  xlpos-prep positions --src train.en --oracle train.oracle --spm spm.model --out train.oracle.xlpos
+
+output: per line one integer per sentencepiece piece (EOS not included), a permutation of 0..N-1.
+--pieces-out writes the pieces themselves, the exact input fairseq-preprocess should binarize with them.
+A file literally named 'monotone' must be given as ./monotone."""
+    parser.add_argument("--src", required=True, help="tokenized source sentences (words split by spaces)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--order", help="order file (per line a permutation of the word indices in target order), "
+                                       "or 'monotone' for identity positions")
+    which.add_argument("--oracle", help="oracle ranks instead of an order (stable sort on rank; for ablations)")
+    parser.add_argument("--spm", required=True, help="sentencepiece model file")
+    parser.add_argument("--out", required=True, help="output .xlpos file (written atomically)")
+    parser.add_argument("--pieces-out", help="also write the sentencepiece pieces of each line here")
+    parser.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--shard", default="0/1", help="process only contiguous shard I of N lines, e.g. 0/4")
+    parser.set_defaults(run=run_positions)
