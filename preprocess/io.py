@@ -64,6 +64,10 @@ def atomic_output(path: str, mode: str = "w") -> Iterator[TextIO]:
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             yield f
+        # mkstemp makes the file owner-only; give the result the permissions a plain open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -31,3 +31,11 @@ def test_empty_sentence_error_names_file_and_line(tmp_path):
     p.write_text("a b\n\nc\n")
     with pytest.raises(InputError, match=r"s.txt:2: empty sentence"):
         read_tokens(str(p))
+
+
+def test_atomic_output_has_the_permissions_of_a_plain_file(tmp_path):
+    plain, atomic = tmp_path / "plain.txt", tmp_path / "atomic.txt"
+    plain.write_text("x")
+    with atomic_output(str(atomic)) as f:
+        f.write("x")
+    assert (atomic.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
