@@ -1,0 +1,32 @@
+"""Rotary position embedding (RoPE) driven by arbitrary integer positions.
+
+Each head's query/key vector is split into two halves (x1, x2); channel pair i is rotated by the angle
+position * base^(-2i/head_dim).  The score q·k then depends on positions only through their difference, so a
+constant shift of all positions (e.g. fairseq's padding_idx+1 offset) changes nothing.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def rotary_cos_sin(positions: Tensor, head_dim: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> Tensor:
+    """Rotation table for ``positions`` (B x T): a 2 x B x 1 x T x head_dim/2 tensor (cos, sin).
+
+    The angles are computed in float32 (positions up to a few thousand keep full precision there) and the result
+    is cast to ``dtype`` (default float32).  The singleton axis broadcasts over heads.
+    """
+    if head_dim % 2:
+        raise ValueError(f"rotary position embedding needs an even head dimension, got {head_dim}")
+    half = head_dim // 2
+    inv_freq = base ** (-torch.arange(half, device=positions.device, dtype=torch.float32) * 2.0 / head_dim)
+    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # B x T x half
+    table = torch.stack([angles.cos(), angles.sin()]).unsqueeze(2)  # 2 x B x 1 x T x half
+    return table.to(dtype or torch.float32)
+
+
+def apply_rotary(x: Tensor, cos_sin: Tensor) -> Tensor:
+    """Rotate ``x`` (B x H x T x head_dim) by a table from :func:`rotary_cos_sin` (broadcast over H)."""
+    cos, sin = cos_sin[0], cos_sin[1]
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)

@@ -1,0 +1,72 @@
+"""Position-encoding lookups at given positions, and the learned fusion of two encodings.
+
+fairseq's positional-embedding modules compute positions from the tokens themselves (``make_positions``);
+``SinusoidalPositionalEmbedding.forward`` even ignores a ``positions=`` argument and
+``LearnedPositionalEmbedding.forward`` refuses one while it has a padding index.  XL positions are given by the
+data, so we read the encoder's own table at those positions: the XL encoding comes from the same family (and, for
+learned positions, the same parameters) as the absolute one, and position p means the same vector in both.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from torch import Tensor
+
+
+def lookup_position_encoding(embed_positions: nn.Module, positions: Tensor) -> Tensor:
+    """Encodings of ``positions`` (B x T, fairseq convention: first position padding_idx+1, pads padding_idx).
+
+    Returns B x T x C in the table's dtype and device.  Pad slots get the table's padding row (zeros for the
+    sinusoidal table; the never-updated, zero-initialised row for the learned one).
+    """
+    if positions.dim() != 2:
+        raise ValueError(f"positions must be B x T, got shape {tuple(positions.shape)}")
+    if isinstance(embed_positions, LearnedPositionalEmbedding):
+        return F.embedding(positions, embed_positions.weight, embed_positions.padding_idx)
+    if isinstance(embed_positions, SinusoidalPositionalEmbedding):
+        return _sinusoidal_lookup(embed_positions, positions)
+    raise TypeError(
+        f"cannot look up XL positions in {type(embed_positions).__name__}; "
+        "expected fairseq's SinusoidalPositionalEmbedding or LearnedPositionalEmbedding"
+    )
+
+
+def _sinusoidal_lookup(module: SinusoidalPositionalEmbedding, positions: Tensor) -> Tensor:
+    bsz, seq_len = positions.shape
+    # A valid position in a row of length T is at most padding_idx + T (T tokens numbered from padding_idx + 1),
+    # the same bound fairseq uses for the absolute table, so no device sync on positions.max() is needed.
+    needed = module.padding_idx + 1 + seq_len
+    weights = module.weights
+    if needed > weights.size(0):
+        weights = SinusoidalPositionalEmbedding.get_embedding(
+            needed, module.embedding_dim, module.padding_idx
+        ).to(weights)
+        if module.auto_expand:
+            module.weights = weights
+    return weights.index_select(0, positions.reshape(-1)).view(bsz, seq_len, -1).detach()
+
+
+class GatedPositionFusion(nn.Module):
+    """Learned per-dimension convex combination of the absolute and the XL position encoding.
+
+    g = sigmoid(W [PE(abs); PE(xl)] + b), fused = g * PE(abs) + (1 - g) * PE(xl)  (g has one value per channel,
+    per token).  W and b start at zero, so training starts from the plain average of the two encodings, and
+    creating the module draws nothing from the random generator: every other parameter of a model gets the same
+    initial values as in the vanilla Transformer built with the same seed.  When XL = absolute positions the
+    output equals PE(abs) whatever the gate, i.e. the vanilla input.
+    """
+
+    def __init__(self, embed_dim: int) -> None:
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.weight = nn.Parameter(torch.zeros(embed_dim, 2 * embed_dim))
+        self.bias = nn.Parameter(torch.zeros(embed_dim))
+
+    def forward(self, pe_abs: Tensor, pe_xl: Tensor) -> Tensor:
+        gate = torch.sigmoid(F.linear(torch.cat([pe_abs, pe_xl], dim=-1), self.weight, self.bias))
+        return pe_xl + gate * (pe_abs - pe_xl)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}"
