@@ -227,6 +227,19 @@ def test_training_step_is_finite_and_reaches_the_positions():
     assert grads["encoder.embed_positions.weight"].abs().sum() > 0
 
 
+def test_activation_checkpointing_gives_the_same_gradients():
+    def gradients(**overrides):
+        model = build_xl("head", dropout=0.0, encoder_learned_pos=True, **overrides).train()
+        tokens, lengths, xl = batch()
+        model(tokens, lengths, prev_output_tokens_for(tokens), src_xl_positions=xl)[0].sum().backward()
+        return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    plain, checkpointed = gradients(), gradients(checkpoint_activations=True)
+    assert set(plain) == set(checkpointed) and "encoder.embed_positions.weight" in plain
+    for name, grad in plain.items():
+        assert torch.allclose(checkpointed[name], grad, atol=1e-4, rtol=1e-4), name
+
+
 def test_reorder_encoder_out_selects_xl_positions_along_the_batch():
     model = build_xl("input")
     tokens, lengths, xl = batch()
@@ -354,3 +367,34 @@ def test_invalid_options_are_rejected():
         build_xl("head", xl_heads=5)
     with pytest.raises(ValueError, match="no-token-positional-embeddings"):
         build_xl("input", no_token_positional_embeddings=True)
+
+
+def test_options_survive_fairseq_train_and_checkpoint_loading(tiny_corpus, tmp_path):
+    """Real fairseq-train run, then the checkpoint loaded the way fairseq-generate loads it: the rebuilt model
+    has the trained XL layout (not the defaults) and generates from the task's file-based XL positions."""
+    from conftest import PLUGIN_DIR, cli, run_cli
+    from fairseq import checkpoint_utils
+
+    save_dir = tmp_path / "checkpoints"
+    run_cli([
+        cli("fairseq-train"), str(tiny_corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
+        "--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", "rope",
+        "--xl-heads", "1", "--xl-head-layers", "all",
+        "--encoder-layers", "2", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+        "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
+        "--decoder-attention-heads", "2", "--share-all-embeddings", "--optimizer", "adam", "--lr", "0.005",
+        "--max-tokens", "600", "--max-update", "2", "--cpu", "--seed", "1", "--no-progress-bar",
+        "--disable-validation", "--save-dir", str(save_dir),
+    ])
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(save_dir / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_corpus.data_bin)})
+    encoder = models[0].encoder
+    assert (encoder.xl.integration, encoder.xl.xl_heads, encoder.xl.layers) == ("rope", 1, (0, 1))
+    assert all(layer.takes_xl_inputs and layer.self_attn.xl_heads == 1 for layer in encoder.layers)
+
+    task.load_dataset("test")
+    sample = next(iter(task.get_batch_iterator(dataset=task.dataset("test"), max_sentences=8).next_epoch_itr(shuffle=False)))
+    assert "src_xl_positions" in sample["net_input"]
+    generator = task.build_generator(models, argparse.Namespace(beam=2, max_len_a=1, max_len_b=2))
+    hypotheses = task.inference_step(generator, [m.eval() for m in models], sample)
+    assert len(hypotheses) == len(sample["id"]) and all(len(h) == 2 for h in hypotheses)
