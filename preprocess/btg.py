@@ -1,0 +1,954 @@
+"""BTG forests over source spans: hashed features, CKY inference, edge-factored losses and online updates.
+
+Everything here works on plain arrays so that the hot loops compile with numba; `preprocess.reorderer` turns words
+into the arrays and owns the model file, the training schedule and the CLIs.
+
+A derivation covers the source span [0, n) with three kinds of edges over spans [l, r):
+  S (straight)  children [l, k) and [k, r), output left child then right child;
+  I (inverted)  the same children, output right child then left child;
+  F (terminal)  the words of [l, r) in source order, for r - l <= max_term.
+It yields an order: the source indices in target order.
+
+Bounded spans. Spans longer than `max_span` are never built with S/I/F edges. When the sentence is longer than
+`max_span`, the derivation is a chain of segments of at most `max_span` words, each parsed by CKY and composed
+straight (edge GLUE, which carries no features). A segmentation DP picks the segments, so time is O(n * L^2) and
+memory O(n * L) for L = min(n, max_span), i.e. linear in the sentence length.
+
+Features. Every feature of an S/I edge (l, k, r) depends on at most one of: the span (l, r), the split point k,
+the left child (l, k), the right child (k, r), or the two child lengths. So for one sentence all feature weights
+are summed once into O(n * L) tables and the score of any of the O(n * L^2) edges is five table lookups. Features
+are hashed to `hash_bits`-bit rows of a weight matrix with one column per edge type (S, I, F): the conjunction with
+the edge type is the column, which also puts the S, I and F weights of one feature in the same cache line.
+The optional junction features (FEAT_JUNCTION: the two words an S/I edge makes adjacent in the output) depend on
+the children's derivations; like the chunk loss below they are read off the one derivation each cell keeps
+(lader's beam 1), so with them the search is exact for what it returns but not guaranteed optimal.
+
+Losses (per sentence, with dense oracle ranks, ties allowed and never discordant):
+  Kendall tau: discordant pairs. An S edge (l, k, r) adds the pairs i in [l, k), j in [k, r) with rank_i > rank_j,
+    an I edge those with rank_i < rank_j, an F edge the discordant pairs inside its span; the sum over the edges of
+    a derivation is exactly the discordant pairs of its order.
+  Chunk (fuzzy reordering): breaks between words adjacent in the order, i.e. b directly after a with
+    rank_b not in {rank_a, rank_a + 1}, plus the sentence-boundary markers (rank -1 before, max rank + 1 after).
+    An S/I edge adds the break between the last word of its first child and the first word of its second child
+    as realised by the children's chosen derivations (each cell keeps its first/last output word), an F edge its
+    internal breaks, the root the two boundary breaks; the sum is exactly the breaks of the order. Because each
+    cell keeps one derivation, searches that count breaks are approximate (exact whenever a zero-loss derivation
+    exists); with Kendall tau alone both the loss-augmented and the oracle search are exact.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+EDGE_S, EDGE_I, EDGE_F, EDGE_GLUE = 0, 1, 2, 3
+EDGE_NAMES = ("S", "I", "F", "S")  # GLUE is a straight composition: it prints as S
+N_COLUMNS = 3  # weight columns: S, I, F
+
+# Search modes of the CKY.
+MODE_PREDICT = 0  # maximize the model score
+MODE_LOSS_AUGMENTED = 1  # maximize score + loss (the most violating derivation)
+MODE_ORACLE = 2  # minimize the loss, ties broken by the model score
+
+# Update rules of the online learner.
+UPDATE_PERCEPTRON = 0
+UPDATE_PA = 1  # passive-aggressive (PA-I): the smallest step that separates the oracle by its loss margin
+
+# Feature groups (bit flags), so a model file records exactly which templates it was trained with.
+FEAT_SPAN = 1  # span boundary words, outside words, length
+FEAT_CHILDREN = 2  # child boundary words, child lengths, balance
+FEAT_TERMINAL = 4  # the word sequence of an F span
+FEAT_OUTSIDE_CHILD = 8  # outside words conjoined with child boundary words
+FEAT_JUNCTION = 16  # the two words an S/I edge makes adjacent in the output, as realised by its children
+FEAT_WIDE = 32  # second words inside/outside span and child boundaries, and boundary bigrams
+
+# 64-bit mixing (the finalizer of MurmurHash3) in wrapping uint64 arithmetic. Word ids come from
+# reorderer.WordEncoder (keyed blake2b), so no hash depends on Python's per-process string hashing.
+_S33 = np.uint64(33)
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_K = np.uint64(0x9E3779B97F4A7C15)
+_ZERO = np.uint64(0)
+_VIEW_STRIDE = np.uint64(1000)  # template ids of view v are offset by v * 1000
+
+# Template ids (any distinct constants; changing one changes every model: bump the model format version).
+T_BIAS, T_LEN, T_SL, T_SR, T_SB, T_SA, T_SL_SR, T_SB_SL, T_SR_SA, T_SB_SA, T_SL_LEN, T_SR_LEN = (
+    np.uint64(x) for x in range(1, 13))
+T_TERM_SEQ = np.uint64(20)
+T_LR, T_RL, T_LR_RL = np.uint64(30), np.uint64(31), np.uint64(32)
+T_LL_RL, T_LL_LR, T_LEFT_LEN, T_SB_RL = np.uint64(40), np.uint64(41), np.uint64(42), np.uint64(43)
+T_LR_RR, T_RL_RR, T_RIGHT_LEN, T_LR_SA = np.uint64(50), np.uint64(51), np.uint64(52), np.uint64(53)
+T_BAL_SIGN, T_BAL_LENS = np.uint64(60), np.uint64(61)
+T_JUNC, T_JUNC_DIST = np.uint64(70), np.uint64(71)
+T_W_SL2, T_W_SR2, T_W_SB2, T_W_SA2 = np.uint64(80), np.uint64(81), np.uint64(82), np.uint64(83)
+T_W_SLB, T_W_SRB, T_W_SBB, T_W_SAB = np.uint64(84), np.uint64(85), np.uint64(86), np.uint64(87)
+T_W_LRB, T_W_RLB = np.uint64(88), np.uint64(89)
+
+MAX_FEATURES_PER_TABLE_ENTRY = 128  # buffer size per feature function call (span features: 2 + 18 per view)
+MAX_VIEWS = 4
+
+
+@njit(cache=True)
+def _mix(h):
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    h ^= h >> _S33
+    return h
+
+
+@njit(cache=True)
+def _f1(tpl, a):
+    return _mix(tpl * _K + a)
+
+
+@njit(cache=True)
+def _f2(tpl, a, b):
+    return _mix(_mix(tpl * _K + a) * _K + b)
+
+
+@njit(cache=True)
+def _len_bucket(d):
+    if d <= 5:
+        return d
+    if d <= 7:
+        return 6
+    if d <= 10:
+        return 7
+    if d <= 15:
+        return 8
+    if d <= 25:
+        return 9
+    return 10
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Feature functions. `tok` is (n + 2, views) uint64: row 0 is the sentence-start marker, row i + 1 the word at
+# source position i, row n + 1 the sentence-end marker. Each function writes hashes into `buf`, returns the count.
+
+
+@njit(cache=True)
+def _span_features(tok, l, r, flags, buf):
+    c = 0
+    if not flags & FEAT_SPAN:
+        return c
+    lb = np.uint64(_len_bucket(r - l))
+    buf[c] = _f1(T_BIAS, _ZERO)
+    c += 1
+    buf[c] = _f1(T_LEN, lb)
+    c += 1
+    for v in range(tok.shape[1]):
+        o = np.uint64(v) * _VIEW_STRIDE
+        sl, sr, sb, sa = tok[l + 1, v], tok[r, v], tok[l, v], tok[r + 1, v]
+        buf[c] = _f1(T_SL + o, sl)
+        buf[c + 1] = _f1(T_SR + o, sr)
+        buf[c + 2] = _f1(T_SB + o, sb)
+        buf[c + 3] = _f1(T_SA + o, sa)
+        buf[c + 4] = _f2(T_SL_SR + o, sl, sr)
+        buf[c + 5] = _f2(T_SB_SL + o, sb, sl)
+        buf[c + 6] = _f2(T_SR_SA + o, sr, sa)
+        buf[c + 7] = _f2(T_SB_SA + o, sb, sa)
+        buf[c + 8] = _f2(T_SL_LEN + o, sl, lb)
+        buf[c + 9] = _f2(T_SR_LEN + o, sr, lb)
+        c += 10
+        if flags & FEAT_WIDE:
+            # second word from each span edge, inside (none for one-word spans) and outside (the markers
+            # repeat beyond the sentence)
+            sl2 = tok[l + 2, v] if r - l > 1 else _ZERO
+            sr2 = tok[r - 1, v] if r - l > 1 else _ZERO
+            sb2 = tok[max(l - 1, 0), v]
+            sa2 = tok[min(r + 2, tok.shape[0] - 1), v]
+            buf[c] = _f1(T_W_SL2 + o, sl2)
+            buf[c + 1] = _f1(T_W_SR2 + o, sr2)
+            buf[c + 2] = _f1(T_W_SB2 + o, sb2)
+            buf[c + 3] = _f1(T_W_SA2 + o, sa2)
+            buf[c + 4] = _f2(T_W_SLB + o, sl, sl2)
+            buf[c + 5] = _f2(T_W_SRB + o, sr2, sr)
+            buf[c + 6] = _f2(T_W_SBB + o, sb2, sb)
+            buf[c + 7] = _f2(T_W_SAB + o, sa, sa2)
+            c += 8
+    return c
+
+
+@njit(cache=True)
+def _terminal_features(tok, l, r, flags, buf):
+    """F-only features: the covered word sequence (F spans are short: r - l <= max_term)."""
+    c = 0
+    if not flags & FEAT_TERMINAL:
+        return c
+    for v in range(tok.shape[1]):
+        h = (T_TERM_SEQ + np.uint64(v) * _VIEW_STRIDE) * _K
+        for i in range(l + 1, r + 1):
+            h = _mix(h * _K + tok[i, v])
+        buf[c] = h
+        c += 1
+    return c
+
+
+@njit(cache=True)
+def _boundary_features(tok, k, flags, buf):
+    """Split point k: the last word of the left child and the first word of the right child."""
+    c = 0
+    if not flags & FEAT_CHILDREN:
+        return c
+    for v in range(tok.shape[1]):
+        o = np.uint64(v) * _VIEW_STRIDE
+        lr, rl = tok[k, v], tok[k + 1, v]
+        buf[c] = _f1(T_LR + o, lr)
+        buf[c + 1] = _f1(T_RL + o, rl)
+        buf[c + 2] = _f2(T_LR_RL + o, lr, rl)
+        c += 3
+        if flags & FEAT_WIDE:
+            buf[c] = _f2(T_W_LRB + o, tok[k - 1, v], lr)
+            buf[c + 1] = _f2(T_W_RLB + o, rl, tok[k + 2, v])
+            c += 2
+    return c
+
+
+@njit(cache=True)
+def _left_child_features(tok, l, k, flags, buf):
+    c = 0
+    if not flags & FEAT_CHILDREN:
+        return c
+    buf[c] = _f1(T_LEFT_LEN, np.uint64(_len_bucket(k - l)))
+    c += 1
+    for v in range(tok.shape[1]):
+        o = np.uint64(v) * _VIEW_STRIDE
+        ll, lr, rl = tok[l + 1, v], tok[k, v], tok[k + 1, v]
+        buf[c] = _f2(T_LL_RL + o, ll, rl)
+        buf[c + 1] = _f2(T_LL_LR + o, ll, lr)
+        c += 2
+        if flags & FEAT_OUTSIDE_CHILD:
+            buf[c] = _f2(T_SB_RL + o, tok[l, v], rl)
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def _right_child_features(tok, k, r, flags, buf):
+    c = 0
+    if not flags & FEAT_CHILDREN:
+        return c
+    buf[c] = _f1(T_RIGHT_LEN, np.uint64(_len_bucket(r - k)))
+    c += 1
+    for v in range(tok.shape[1]):
+        o = np.uint64(v) * _VIEW_STRIDE
+        lr, rl, rr = tok[k, v], tok[k + 1, v], tok[r, v]
+        buf[c] = _f2(T_LR_RR + o, lr, rr)
+        buf[c + 1] = _f2(T_RL_RR + o, rl, rr)
+        c += 2
+        if flags & FEAT_OUTSIDE_CHILD:
+            buf[c] = _f2(T_LR_SA + o, lr, tok[r + 1, v])
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def _balance_features(dl, dr, flags, buf):
+    c = 0
+    if not flags & FEAT_CHILDREN:
+        return c
+    sign = np.uint64(0 if dl == dr else (1 if dl > dr else 2))
+    buf[0] = _f1(T_BAL_SIGN, sign)
+    buf[1] = _f2(T_BAL_LENS, np.uint64(_len_bucket(dl)), np.uint64(_len_bucket(dr)))
+    return 2
+
+
+@njit(cache=True)
+def _distance_bucket(delta):
+    """Signed, bucketed source distance from the last word before a junction to the first word after it."""
+    a = abs(delta)
+    b = a if a <= 3 else (4 if a <= 6 else 5)
+    return b if delta > 0 else 10 + b
+
+
+@njit(cache=True)
+def _junction_features(tok, a, b, flags, buf):
+    """Word a directly followed by word b in the output (source positions)."""
+    c = 0
+    if not flags & FEAT_JUNCTION:
+        return c
+    buf[0] = _f1(T_JUNC_DIST, np.uint64(_distance_bucket(b - a)))
+    c = 1
+    for v in range(tok.shape[1]):
+        o = np.uint64(v) * _VIEW_STRIDE
+        buf[c] = _f2(T_JUNC + o, tok[a + 1, v], tok[b + 1, v])
+        c += 1
+    return c
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Score tables of one sentence.
+
+
+@njit(cache=True)
+def _row(h, mask):
+    return np.int64(h & mask) * N_COLUMNS
+
+
+@njit(cache=True)
+def build_tables(tok, weights, mask, max_term, max_span, flags):
+    """Sum the feature weights of one sentence into per-span/per-split tables.
+
+    Returns (SP, FT, BD, P1, P2, BAL, JB): SP[l, d, t] span features of [l, l+d) for t in S, I, F; FT[l, d]
+    the F-only features; BD[k, t] split point k; P1[l, d, t] left child [l, l+d); P2[k, d, t] right child
+    [k, k+d); BAL[dl, dr, t] child lengths; JB[a, b - a + L - 1, t] output junction a -> b. An S/I edge
+    (l, k, r) whose output puts word b right after word a (the realised last word of its first output child and
+    first word of its second) scores
+    SP[l, r-l, t] + BD[k, t] + P1[l, k-l, t] + P2[k, r-k, t] + BAL[k-l, r-k, t] + JB[a, b - a + L - 1, t].
+    """
+    n = tok.shape[0] - 2
+    L = min(n, max_span)
+    T = min(max_term, L)
+    buf = np.empty(MAX_FEATURES_PER_TABLE_ENTRY, dtype=np.uint64)
+    SP = np.zeros((n, L + 1, 3))
+    FT = np.zeros((n, T + 1))
+    BD = np.zeros((n + 1, 2))
+    P1 = np.zeros((n, L + 1, 2))
+    P2 = np.zeros((n, L + 1, 2))
+    BAL = np.zeros((L + 1, L + 1, 2))
+    for l in range(n):
+        for d in range(1, min(L, n - l) + 1):
+            r = l + d
+            c = _span_features(tok, l, r, flags, buf)
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for j in range(c):
+                row = _row(buf[j], mask)
+                s0 += weights[row]
+                s1 += weights[row + 1]
+                s2 += weights[row + 2]
+            SP[l, d, 0] = s0
+            SP[l, d, 1] = s1
+            SP[l, d, 2] = s2
+            if d <= T:
+                c = _terminal_features(tok, l, r, flags, buf)
+                s2 = 0.0
+                for j in range(c):
+                    s2 += weights[_row(buf[j], mask) + 2]
+                FT[l, d] = s2
+            if d < L:
+                # d as a left child [l, l+d) and as a right child [l, l+d) (split point l)
+                c = _left_child_features(tok, l, r, flags, buf)
+                s0 = 0.0
+                s1 = 0.0
+                for j in range(c):
+                    row = _row(buf[j], mask)
+                    s0 += weights[row]
+                    s1 += weights[row + 1]
+                P1[l, d, 0] = s0
+                P1[l, d, 1] = s1
+                c = _right_child_features(tok, l, r, flags, buf)
+                s0 = 0.0
+                s1 = 0.0
+                for j in range(c):
+                    row = _row(buf[j], mask)
+                    s0 += weights[row]
+                    s1 += weights[row + 1]
+                P2[l, d, 0] = s0
+                P2[l, d, 1] = s1
+    for k in range(1, n):
+        c = _boundary_features(tok, k, flags, buf)
+        s0 = 0.0
+        s1 = 0.0
+        for j in range(c):
+            row = _row(buf[j], mask)
+            s0 += weights[row]
+            s1 += weights[row + 1]
+        BD[k, 0] = s0
+        BD[k, 1] = s1
+    for dl in range(1, L):
+        for dr in range(1, L - dl + 1):
+            c = _balance_features(dl, dr, flags, buf)
+            s0 = 0.0
+            s1 = 0.0
+            for j in range(c):
+                row = _row(buf[j], mask)
+                s0 += weights[row]
+                s1 += weights[row + 1]
+            BAL[dl, dr, 0] = s0
+            BAL[dl, dr, 1] = s1
+    # junctions a -> b within one span: |b - a| <= L - 1, stored at JB[a, b - a + L - 1]
+    JB = np.zeros((n, 2 * L - 1 if flags & FEAT_JUNCTION else 1, 2))
+    if flags & FEAT_JUNCTION:
+        for a in range(n):
+            for b in range(max(0, a - L + 1), min(n, a + L)):
+                if b == a:
+                    continue
+                c = _junction_features(tok, a, b, flags, buf)
+                s0 = 0.0
+                s1 = 0.0
+                for j in range(c):
+                    row = _row(buf[j], mask)
+                    s0 += weights[row]
+                    s1 += weights[row + 1]
+                JB[a, b - a + L - 1, 0] = s0
+                JB[a, b - a + L - 1, 1] = s1
+    return SP, FT, BD, P1, P2, BAL, JB
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loss tables of one sentence (training only).
+
+
+@njit(cache=True)
+def build_loss_tables(ranks, max_term):
+    """Prefix counts for the edge-factored losses; `ranks` must be dense (0..max rank, ties allowed).
+
+    PG[a, b] = #{i < a, j < b: rank_i > rank_j}, PL likewise with <, so the discordant pairs of an S edge are a
+    rectangle sum of PG and those of an I edge of PL. FTAU[l, d]: discordant pairs inside [l, l+d) in source
+    order. ABP[i]: breaks between source-adjacent words j, j+1 for j < i.
+    """
+    n = ranks.shape[0]
+    PG = np.zeros((n + 1, n + 1), dtype=np.int64)
+    PL = np.zeros((n + 1, n + 1), dtype=np.int64)
+    for i in range(n):
+        for j in range(n):
+            g = 1 if ranks[i] > ranks[j] else 0
+            s = 1 if ranks[i] < ranks[j] else 0
+            PG[i + 1, j + 1] = PG[i, j + 1] + PG[i + 1, j] - PG[i, j] + g
+            PL[i + 1, j + 1] = PL[i, j + 1] + PL[i + 1, j] - PL[i, j] + s
+    T = max(1, min(max_term, n))
+    FTAU = np.zeros((n, T + 1), dtype=np.int64)
+    for l in range(n):
+        acc = 0
+        for d in range(1, min(T, n - l) + 1):
+            j = l + d - 1
+            for i in range(l, j):
+                if ranks[i] > ranks[j]:
+                    acc += 1
+            FTAU[l, d] = acc
+    ABP = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        ABP[i + 1] = ABP[i] + (_break(ranks[i], ranks[i + 1]) if i + 1 < n else 0)
+    return PG, PL, FTAU, ABP
+
+
+@njit(cache=True)
+def _break(rank_a, rank_b):
+    """1 when b directly after a in the order is a break of the fuzzy reordering score (dense ranks)."""
+    return 0 if (rank_b == rank_a or rank_b == rank_a + 1) else 1
+
+
+@njit(cache=True)
+def _rect(P, l, k, r):
+    return P[k, r] - P[l, r] - P[k, k] + P[l, k]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CKY.
+
+
+@njit(cache=True)
+def _better(mode, score, loss, best_score, best_loss):
+    if mode == MODE_PREDICT:
+        return score > best_score
+    if mode == MODE_LOSS_AUGMENTED:
+        return score + loss > best_score + best_loss
+    # oracle: lower loss; equal loss (to rounding) -> higher score
+    if loss < best_loss - 1e-9:
+        return True
+    return loss <= best_loss + 1e-9 and score > best_score
+
+
+@njit(cache=True)
+def cky(n, max_term, max_span, tables, mode, ranks, loss_tables, tau_weight, chunk_weight):
+    """Best derivation of one sentence under `mode`.
+
+    Returns (order, edges, score, discordant, breaks): `order` the source indices in target order, `edges` an
+    (m, 4) array of (type, l, k, r) in preorder (k = -1 for F), `score` the model score, and the discordant pairs
+    and chunk breaks of the order (0 when ranks are not given, i.e. len(ranks) == 0).
+    """
+    SP, FT, BD, P1, P2, BAL, JB = tables
+    junctions = JB.shape[1] > 1
+    use_loss = ranks.shape[0] == n  # losses are tracked whenever ranks are given; `mode` says how they count
+    PG, PL, FTAU, ABP = loss_tables
+    L = min(n, max_span)
+    T = min(max_term, L)
+    maxrank = -1
+    if use_loss:
+        for i in range(n):
+            maxrank = max(maxrank, ranks[i])
+    cs = np.full((n, L + 1), -np.inf)  # score
+    cd = np.zeros((n, L + 1), dtype=np.int64)  # discordant pairs
+    cb = np.zeros((n, L + 1), dtype=np.int64)  # breaks
+    ct = np.full((n, L + 1), -1, dtype=np.int64)  # edge type
+    ck = np.full((n, L + 1), -1, dtype=np.int64)  # split point
+    cf = np.zeros((n, L + 1), dtype=np.int64)  # first output word
+    cz = np.zeros((n, L + 1), dtype=np.int64)  # last output word
+    root_is_cell = n <= L
+    for d in range(1, L + 1):
+        for l in range(0, n - d + 1):
+            r = l + d
+            root = root_is_cell and d == n
+            b_s = -np.inf
+            b_l = np.inf
+            b_d = 0
+            b_b = 0
+            b_t = -1
+            b_k = -1
+            b_f = 0
+            b_z = 0
+            if d <= T:
+                sc = SP[l, d, 2] + FT[l, d]
+                dd = 0
+                bb = 0
+                if use_loss:
+                    dd = FTAU[l, d]
+                    bb = ABP[r - 1] - ABP[l]
+                    if root:
+                        bb += _break(-1, ranks[l]) + _break(ranks[r - 1], maxrank + 1)
+                lo = tau_weight * dd + chunk_weight * bb
+                b_s, b_l, b_d, b_b, b_t, b_k, b_f, b_z = sc, lo, dd, bb, EDGE_F, -1, l, r - 1
+            for k in range(l + 1, r):
+                dl = k - l
+                dr = r - k
+                base = cs[l, dl] + cs[k, dr]
+                for t in range(2):
+                    sc = base + SP[l, d, t] + BD[k, t] + P1[l, dl, t] + P2[k, dr, t] + BAL[dl, dr, t]
+                    if t == EDGE_S:
+                        f = cf[l, dl]
+                        z = cz[k, dr]
+                        ja = cz[l, dl]
+                        jb = cf[k, dr]
+                    else:
+                        f = cf[k, dr]
+                        z = cz[l, dl]
+                        ja = cz[k, dr]
+                        jb = cf[l, dl]
+                    if junctions:
+                        sc += JB[ja, jb - ja + L - 1, t]
+                    dd = 0
+                    bb = 0
+                    if use_loss:
+                        dd = cd[l, dl] + cd[k, dr]
+                        bb = cb[l, dl] + cb[k, dr]
+                        dd += _rect(PG, l, k, r) if t == EDGE_S else _rect(PL, l, k, r)
+                        bb += _break(ranks[ja], ranks[jb])
+                        if root:
+                            bb += _break(-1, ranks[f]) + _break(ranks[z], maxrank + 1)
+                    lo = tau_weight * dd + chunk_weight * bb
+                    if b_t < 0 or _better(mode, sc, lo, b_s, b_l):
+                        b_s, b_l, b_d, b_b, b_t, b_k, b_f, b_z = sc, lo, dd, bb, t, k, f, z
+            cs[l, d] = b_s
+            cd[l, d] = b_d
+            cb[l, d] = b_b
+            ct[l, d] = b_t
+            ck[l, d] = b_k
+            cf[l, d] = b_f
+            cz[l, d] = b_z
+
+    # Segments (only when n > L): a chain of cells composed straight without features.
+    seg_start = np.zeros(n + 1, dtype=np.int64)
+    if root_is_cell:
+        score = cs[0, n]
+        disc = cd[0, n]
+        brk = cb[0, n]
+    else:
+        gs = np.full(n + 1, -np.inf)
+        gd = np.zeros(n + 1, dtype=np.int64)
+        gb = np.zeros(n + 1, dtype=np.int64)
+        gz = np.zeros(n + 1, dtype=np.int64)  # last output word of the prefix [0, j)
+        gs[0] = 0.0
+        for j in range(1, n + 1):
+            b_s = -np.inf
+            b_l = np.inf
+            found = False
+            for d in range(1, min(L, j) + 1):
+                i = j - d
+                sc = gs[i] + cs[i, d]
+                dd = 0
+                bb = 0
+                if use_loss:
+                    dd = gd[i] + cd[i, d] + _rect(PG, 0, i, j)
+                    bb = gb[i] + cb[i, d]
+                    if i == 0:
+                        bb += _break(-1, ranks[cf[i, d]])
+                    else:
+                        bb += _break(ranks[gz[i]], ranks[cf[i, d]])
+                    if j == n:
+                        bb += _break(ranks[cz[i, d]], maxrank + 1)
+                lo = tau_weight * dd + chunk_weight * bb
+                if not found or _better(mode, sc, lo, b_s, b_l):
+                    found = True
+                    b_s, b_l = sc, lo
+                    gs[j] = sc
+                    gd[j] = dd
+                    gb[j] = bb
+                    gz[j] = cz[i, d]
+                    seg_start[j] = i
+        score = gs[n]
+        disc = gd[n]
+        brk = gb[n]
+
+    # Read the derivation off the back pointers: an explicit stack of spans; F emits its words in source order.
+    order = np.empty(n, dtype=np.int64)
+    edges = np.empty((2 * n, 4), dtype=np.int64)
+    m = 0
+    stack_l = np.empty(2 * n + 1, dtype=np.int64)
+    stack_r = np.empty(2 * n + 1, dtype=np.int64)
+    sp = 0
+    if root_is_cell:
+        stack_l[0] = 0
+        stack_r[0] = n
+        sp = 1
+    else:
+        # segments [s_0=0, e_0), ..., [s_m, n): glue edges (GLUE, 0, s_i, e_i) for i >= 1, left-branching
+        nseg = 0
+        j = n
+        while j > 0:
+            nseg += 1
+            j = seg_start[j]
+        starts = np.empty(nseg, dtype=np.int64)
+        ends = np.empty(nseg, dtype=np.int64)
+        j = n
+        for s in range(nseg - 1, -1, -1):
+            starts[s] = seg_start[j]
+            ends[s] = j
+            j = seg_start[j]
+        for s in range(nseg - 1, 0, -1):
+            edges[m, 0] = EDGE_GLUE
+            edges[m, 1] = 0
+            edges[m, 2] = starts[s]
+            edges[m, 3] = ends[s]
+            m += 1
+        # push segments so that the first segment is popped first
+        for s in range(nseg - 1, -1, -1):
+            stack_l[sp] = starts[s]
+            stack_r[sp] = ends[s]
+            sp += 1
+    pos = 0
+    while sp > 0:
+        sp -= 1
+        l = stack_l[sp]
+        r = stack_r[sp]
+        d = r - l
+        t = ct[l, d]
+        k = ck[l, d]
+        edges[m, 0] = t
+        edges[m, 1] = l
+        edges[m, 2] = k
+        edges[m, 3] = r
+        m += 1
+        if t == EDGE_F:
+            for i in range(l, r):
+                order[pos] = i
+                pos += 1
+        elif t == EDGE_S:
+            stack_l[sp] = k
+            stack_r[sp] = r
+            stack_l[sp + 1] = l
+            stack_r[sp + 1] = k
+            sp += 2
+        else:
+            stack_l[sp] = l
+            stack_r[sp] = k
+            stack_l[sp + 1] = k
+            stack_r[sp + 1] = r
+            sp += 2
+    return order, edges[:m].copy(), score, disc, brk
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Features of a derivation, edge losses of a derivation (tests and updates).
+
+
+@njit(cache=True)
+def _edge_keys(tok, t, l, k, r, ja, jb, mask, flags, buf, keys, vals, pos, sign):
+    """Append the weight indices (row * 3 + column) of the features of one edge with value `sign`.
+
+    (ja, jb): the output junction of an S/I edge (see `_realised_ends`)."""
+    if t == EDGE_GLUE:
+        return pos
+    col = t
+    c = _span_features(tok, l, r, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    if t == EDGE_F:
+        c = _terminal_features(tok, l, r, flags, buf)
+        for j in range(c):
+            keys[pos] = _row(buf[j], mask) + col
+            vals[pos] = sign
+            pos += 1
+        return pos
+    c = _boundary_features(tok, k, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    c = _left_child_features(tok, l, k, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    c = _right_child_features(tok, k, r, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    c = _balance_features(k - l, r - k, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    c = _junction_features(tok, ja, jb, flags, buf)
+    for j in range(c):
+        keys[pos] = _row(buf[j], mask) + col
+        vals[pos] = sign
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def _junction(t, l, k, r, first, last):
+    """(a, b): the output puts word b right after word a at the junction of an S/I/GLUE edge's children."""
+    if t == EDGE_I:
+        return last[k, r], first[l, k]
+    return last[l, k], first[k, r]
+
+
+@njit(cache=True)
+def feature_difference(tok, edges_plus, edges_minus, mask, flags):
+    """Sparse phi(edges_plus) - phi(edges_minus) as (weight indices, values), zeros dropped, indices sorted."""
+    per_edge = 4 * MAX_FEATURES_PER_TABLE_ENTRY
+    cap = (edges_plus.shape[0] + edges_minus.shape[0]) * per_edge + 1
+    keys = np.empty(cap, dtype=np.int64)
+    vals = np.empty(cap)
+    buf = np.empty(MAX_FEATURES_PER_TABLE_ENTRY, dtype=np.uint64)
+    pos = 0
+    n = tok.shape[0] - 2
+    for side in range(2):
+        edges = edges_plus if side == 0 else edges_minus
+        sign = 1.0 if side == 0 else -1.0
+        first, last = _realised_ends(edges, n)
+        for e in range(edges.shape[0]):
+            t, l, k, r = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+            ja, jb = (-1, -1) if t == EDGE_F else _junction(t, l, k, r, first, last)
+            pos = _edge_keys(tok, t, l, k, r, ja, jb, mask, flags, buf, keys, vals, pos, sign)
+    idx = np.argsort(keys[:pos], kind="mergesort")
+    out_k = np.empty(pos, dtype=np.int64)
+    out_v = np.empty(pos)
+    m = 0
+    i = 0
+    while i < pos:
+        key = keys[idx[i]]
+        v = 0.0
+        while i < pos and keys[idx[i]] == key:
+            v += vals[idx[i]]
+            i += 1
+        if v != 0.0:
+            out_k[m] = key
+            out_v[m] = v
+            m += 1
+    return out_k[:m].copy(), out_v[:m].copy()
+
+
+@njit(cache=True)
+def derivation_score(tables, edges, n, max_span):
+    """Model score of a derivation from the sentence's tables (sum of its edge scores)."""
+    SP, FT, BD, P1, P2, BAL, JB = tables
+    L = min(n, max_span)
+    first, last = _realised_ends(edges, n)
+    s = 0.0
+    for e in range(edges.shape[0]):
+        t, l, k, r = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if t == EDGE_F:
+            s += SP[l, r - l, 2] + FT[l, r - l]
+        elif t != EDGE_GLUE:
+            s += SP[l, r - l, t] + BD[k, t] + P1[l, k - l, t] + P2[k, r - k, t] + BAL[k - l, r - k, t]
+            if JB.shape[1] > 1:
+                a, b = _junction(t, l, k, r, first, last)
+                s += JB[a, b - a + L - 1, t]
+    return s
+
+
+@njit(cache=True)
+def _realised_ends(edges, n):
+    """First and last output word of every span of the derivation, keyed by (l, r) in dense (n+1)^2 arrays."""
+    first = np.full((n + 1, n + 1), -1, dtype=np.int64)
+    last = np.full((n + 1, n + 1), -1, dtype=np.int64)
+    # edges are in preorder: children come after parents, so resolve in reverse
+    for e in range(edges.shape[0] - 1, -1, -1):
+        t, l, k, r = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if t == EDGE_F:
+            first[l, r] = l
+            last[l, r] = r - 1
+        elif t == EDGE_I:
+            first[l, r] = first[k, r]
+            last[l, r] = last[l, k]
+        else:
+            first[l, r] = first[l, k]
+            last[l, r] = last[k, r]
+    return first, last
+
+
+@njit(cache=True)
+def derivation_loss(edges, n, ranks, loss_tables):
+    """(discordant pairs, breaks) of a derivation summed edge by edge (the factorization the CKY uses)."""
+    PG, PL, FTAU, ABP = loss_tables
+    first, last = _realised_ends(edges, n)
+    maxrank = -1
+    for i in range(n):
+        maxrank = max(maxrank, ranks[i])
+    disc = 0
+    brk = _break(-1, ranks[first[0, n]]) + _break(ranks[last[0, n]], maxrank + 1)
+    for e in range(edges.shape[0]):
+        t, l, k, r = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
+        if t == EDGE_F:
+            d = r - l
+            disc += FTAU[l, d]
+            brk += ABP[r - 1] - ABP[l]
+        else:
+            disc += _rect(PL, l, k, r) if t == EDGE_I else _rect(PG, l, k, r)
+            a, b = _junction(t, l, k, r, first, last)
+            brk += _break(ranks[a], ranks[b])
+    return disc, brk
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batched inference and training.
+
+
+@njit(cache=True)
+def parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags):
+    """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
+
+    Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
+    """
+    ns = offsets.shape[0] - 1
+    order_offsets = np.zeros(ns + 1, dtype=np.int64)
+    for s in range(ns):
+        order_offsets[s + 1] = order_offsets[s] + (offsets[s + 1] - offsets[s] - 2)
+    orders = np.empty(order_offsets[ns], dtype=np.int64)
+    edges_all = np.empty((2 * order_offsets[ns] + 1, 4), dtype=np.int64)
+    edge_offsets = np.zeros(ns + 1, dtype=np.int64)
+    no_ranks = np.empty(0, dtype=np.int64)
+    predict = np.int64(MODE_PREDICT)  # a non-literal int: one compiled cky for all modes, not one per mode
+    no_loss = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
+               np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64))
+    for s in range(ns):
+        tok = tok_flat[offsets[s]:offsets[s + 1]].copy()  # C-contiguous: one compiled specialization
+        n = tok.shape[0] - 2
+        if n == 0:
+            edge_offsets[s + 1] = edge_offsets[s]
+            continue
+        tables = build_tables(tok, weights, mask, max_term, max_span, flags)
+        order, edges, _, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
+        orders[order_offsets[s]:order_offsets[s + 1]] = order
+        m = edges.shape[0]
+        edges_all[edge_offsets[s]:edge_offsets[s] + m] = edges
+        edge_offsets[s + 1] = edge_offsets[s] + m
+    return orders, order_offsets, edges_all[:edge_offsets[ns]].copy(), edge_offsets
+
+
+@njit(cache=True)
+def train_batch(tok_flat, offsets, ranks_flat, rank_offsets, sentence_ids, weights, sums, counter, mask,
+                max_term, max_span, flags, tau_weights, chunk_weights, update_rule, pa_c):
+    """One online pass over `sentence_ids` (in that order), updating `weights` in place.
+
+    Per sentence: the loss-augmented derivation y- = argmax score + loss and the latent oracle y+ = the lowest-
+    loss derivation (ties by score); if loss(y-) > loss(y+) the weights move by step * (phi(y+) - phi(y-)).
+    `sums` accumulates (examples before this one) * update, so that averaged = weights - sums / counter is the
+    mean of the weights after each example; `counter` is a one-element array counting examples seen. tau_weights/chunk_weights: per-sentence loss weights (normalization
+    is the caller's choice). Returns (updates, total loss of y-, total loss of y+, total oracle discordant pairs,
+    total oracle breaks).
+    """
+    augmented = np.int64(MODE_LOSS_AUGMENTED)  # non-literal ints: one compiled cky for all modes
+    oracle = np.int64(MODE_ORACLE)
+    updates = 0
+    total_pred = 0.0
+    total_orc = 0.0
+    orc_disc = 0
+    orc_brk = 0
+    for q in range(sentence_ids.shape[0]):
+        s = sentence_ids[q]
+        tok = tok_flat[offsets[s]:offsets[s + 1]].copy()  # C-contiguous: one compiled specialization
+        ranks = ranks_flat[rank_offsets[s]:rank_offsets[s + 1]].copy()
+        n = tok.shape[0] - 2
+        counter[0] += 1.0
+        if n < 2:
+            continue
+        tw = tau_weights[s]
+        cw = chunk_weights[s]
+        tables = build_tables(tok, weights, mask, max_term, max_span, flags)
+        loss_tables = build_loss_tables(ranks, max_term)
+        _, e_pred, s_pred, d_pred, b_pred = cky(n, max_term, max_span, tables, augmented, ranks, loss_tables, tw, cw)
+        _, e_orc, s_orc, d_orc, b_orc = cky(n, max_term, max_span, tables, oracle, ranks, loss_tables, tw, cw)
+        l_pred = tw * d_pred + cw * b_pred
+        l_orc = tw * d_orc + cw * b_orc
+        total_pred += l_pred
+        total_orc += l_orc
+        orc_disc += d_orc
+        orc_brk += b_orc
+        if l_pred <= l_orc + 1e-12:
+            continue
+        keys, vals = feature_difference(tok, e_orc, e_pred, mask, flags)
+        if keys.shape[0] == 0:
+            continue
+        if update_rule == UPDATE_PERCEPTRON:
+            step = 1.0
+        else:
+            norm2 = 0.0
+            for j in range(vals.shape[0]):
+                norm2 += vals[j] * vals[j]
+            violation = (l_pred - l_orc) - (s_orc - s_pred)
+            if violation <= 0.0:
+                continue
+            step = min(pa_c, violation / norm2)
+        # averaged = mean over examples of the weights after each example: an update at example t (counter = t)
+        # is present in N - t + 1 of N of them, i.e. delta - delta * (t - 1) / N
+        c = counter[0] - 1.0
+        for j in range(keys.shape[0]):
+            delta = step * vals[j]
+            weights[keys[j]] += delta
+            sums[keys[j]] += c * delta
+        updates += 1
+    return updates, total_pred, total_orc, orc_disc, orc_brk
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """One sentence's best derivation: the order (source indices in target order) and its edges."""
+
+    order: np.ndarray
+    edges: np.ndarray  # (m, 4): type, l, k (-1 for F), r; preorder
+
+
+def tree_string(edges: np.ndarray, words: list[str]) -> str:
+    """Bracketed BTG tree: (S left right), (I left right), (F w ...); words keep source order inside F.
+
+    `(I (F a) (F b))` means "b a". Brackets inside words are escaped as -LRB-/-RRB- (Penn Treebank style) so the
+    string parses unambiguously. Segments of sentences longer than max_span are joined by S nodes.
+    """
+    n = len(words)
+    if n == 0:
+        return ""
+    node: dict[tuple[int, int], tuple[int, int]] = {}
+    for t, l, k, r in edges.tolist():
+        node[(l, r)] = (t, k)
+
+    def esc(w: str) -> str:
+        return w.replace("(", "-LRB-").replace(")", "-RRB-")
+
+    # iterative to survive 1000-word sentences (Python recursion limit)
+    out: list[str] = []
+    stack: list[tuple[int, int] | str] = [(0, n)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        l, r = item
+        t, k = node[(l, r)]
+        if t == EDGE_F:
+            out.append("(F " + " ".join(esc(w) for w in words[l:r]) + ")")
+        else:
+            out.append("(" + EDGE_NAMES[t] + " ")
+            # children in source order; the label says how they are output
+            stack.extend([")", (k, r), " ", (l, k)])
+    return "".join(out)
