@@ -26,6 +26,13 @@ setup(
         "tqdm",
         "eflomal>=2,<3",
     ],
-    extras_require={"test": ["pytest", "pytest-timeout"]},
+    extras_require={
+        "test": ["pytest", "pytest-timeout"],
+        # Japanese and Chinese word segmentation for recipes/wat17_ja_en.sh and recipes/wmt17_zh_en.sh; both
+        # bundle their dictionaries, so they work offline once installed.
+        "recipes": ["fugashi[unidic-lite]", "jieba"],
+        # plots of benchmarks/plot_bleu.py (benchmarks/bleu.py --plot)
+        "bench": ["matplotlib"],
+    },
     entry_points={"console_scripts": ["xlpos-prep = preprocess.cli:main"]},
 )

@@ -1,0 +1,1061 @@
+"""BLEU of the XL systems (InXL, HeadXL, rotary XL) against fairseq's vanilla Transformer on real corpora.
+
+Pairs (corpora in ../shared/data):
+  ja-en, en-ja  Tanaka corpus subset (enja/: 50k train, 500 dev; tokenized, English lowercased, Japanese KyTea).
+                There is no test split: the LAST --test-lines (1000) training lines are held out as the test set
+                and never trained on; --train-lines N then takes the first N of the remaining lines. dev = valid.
+  en-de         Multi30k task 1 (ende/: raw cased text): train (29k), val (valid), test_2016_flickr (test).
+                Tokenized with sacremoses (recipes/text_tools.py tokenize) for alignment, reordering and
+                sentencepiece; outputs are detokenized (sacremoses) before scoring against the raw references.
+
+Pipeline per pair (every step is cached in --work and skipped when its output exists, so a rerun resumes):
+  tokenize -> align train+valid+test together (xlpos-prep align; one alignment serves ja-en and en-ja) ->
+  oracle ranks per split -> train the BTG reorderer on the training oracles -> reorder every split (training
+  included: training and test see the same kind of XL positions) -> Kendall tau / FRS of the predicted test and
+  valid orders vs their oracles -> joint sentencepiece on the tokenized words -> piece-level XL positions ->
+  fairseq-preprocess (joined dictionary) + binarized XL positions -> per system and seed: fairseq-train with ONE
+  fixed small configuration and the same update budget -> fairseq-generate on valid and test -> scores.
+
+Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin), input, head, rope
+(`--task translation_xlpos --arch transformer_xlpos --xl-integration X`, the plugin's other defaults).
+--ablation-oracle adds "<system>-oracle" for every selected XL system: trained and evaluated on valid with XL
+positions from the alignment oracle (ranks stably sorted) instead of the reorderer.
+
+Scores (sacreBLEU; signatures in the JSON): BLEU and chrF on test and valid; for ja-en/en-ja on the corpus's own
+tokenization (BLEU tokenize=none: KyTea words for Japanese, lowercased Moses-style words for English), plus RIBES
+(nltk) on the same tokens; for en-de detokenized BLEU (13a) and chrF against the raw references. Test BLEU is also
+computed per bucket of source length and of how much the reorderer moves the sentence (Kendall tau of the
+predicted order against the source order), for the plot (benchmarks/plot_bleu.py).
+
+    python benchmarks/bleu.py --pairs ja-en --systems vanilla,input --seeds 1 --max-update 30 --train-lines 2000 \
+        --work /tmp/bleu-smoke --out /tmp/bleu-smoke/results.json --plot /tmp/bleu-smoke/bleu.png
+    python benchmarks/bleu.py --seeds 1,2 --ablation-oracle --out results.json --plot docs/bleu_by_length.png
+    python benchmarks/bleu.py --pairs en-de --test-src my.en --test-ref my.de      # a further held-out set
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+TEXT_TOOLS = REPO / "recipes" / "text_tools.py"
+sys.path.insert(0, str(REPO))
+
+from preprocess.io import atomic_output, read_lines  # noqa: E402
+
+SYSTEMS = ("vanilla", "input", "head", "rope")
+XL_SYSTEMS = ("input", "head", "rope")
+ORACLE_SUFFIX = "-oracle"
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """One translation direction and where its corpus lives."""
+    name: str
+    corpus: str                   # directory under --data; also the cache key shared by both directions
+    src: str
+    tgt: str
+    split_files: dict             # split -> file stem in the corpus directory; test=None: held out from train
+    pretokenized: bool            # the corpus is already word-tokenized (scored on its tokens)
+    ribes: bool                   # also RIBES (Japanese pairs)
+
+    @property
+    def align_langs(self) -> tuple[str, str]:
+        """The corpus's canonical (source, target) for the one alignment both directions share."""
+        return ("en", "ja") if self.corpus == "enja" else ("en", "de")
+
+    @property
+    def bleu_tokenize(self) -> str:
+        return "none" if self.pretokenized else "13a"
+
+
+PAIRS: dict[str, PairSpec] = {
+    "ja-en": PairSpec("ja-en", "enja", "ja", "en", {"train": "train", "valid": "dev", "test": None}, True, True),
+    "en-ja": PairSpec("en-ja", "enja", "en", "ja", {"train": "train", "valid": "dev", "test": None}, True, True),
+    "en-de": PairSpec("en-de", "ende", "en", "de",
+                      {"train": "train", "valid": "val", "test": "test_2016_flickr"}, False, False),
+}
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The one model and training configuration every system shares (only the encoder's XL part differs)."""
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    embed_dim: int = 256
+    ffn_dim: int = 512
+    heads: int = 4
+    dropout: float = 0.1
+    lr: float = 1e-3
+    warmup_updates: int = 0       # 0: max_update // 5, at most 4000
+    max_tokens: int = 4096
+    max_update: int = 800
+    weight_decay: float = 0.0001
+    label_smoothing: float = 0.1
+    beam: int = 5
+    lenpen: float = 1.0
+
+    @property
+    def warmup(self) -> int:
+        return self.warmup_updates or max(1, min(4000, self.max_update // 5))
+
+    def tag(self) -> str:
+        """Directory name of the runs made with this configuration: readable budget + hash of the rest."""
+        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:8]
+        return f"u{self.max_update}-{digest}"
+
+    def fairseq_args(self) -> list[str]:
+        return [
+            "--share-all-embeddings",
+            "--encoder-layers", str(self.encoder_layers), "--decoder-layers", str(self.decoder_layers),
+            "--encoder-embed-dim", str(self.embed_dim), "--decoder-embed-dim", str(self.embed_dim),
+            "--encoder-ffn-embed-dim", str(self.ffn_dim), "--decoder-ffn-embed-dim", str(self.ffn_dim),
+            "--encoder-attention-heads", str(self.heads), "--decoder-attention-heads", str(self.heads),
+            "--dropout", str(self.dropout), "--weight-decay", str(self.weight_decay),
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+            "--lr", str(self.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(self.warmup),
+            "--warmup-init-lr", "1e-07",
+            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", str(self.label_smoothing),
+            "--max-tokens", str(self.max_tokens), "--max-update", str(self.max_update),
+            # fairseq 0.12 drops the last batch when its size is not a multiple of this (default 8; fairseq issue
+            # #5036): in training the longest sentences, in generation sentences without a translation
+            "--required-batch-size-multiple", "1",
+        ]
+
+
+# ------------------------------------------------------------------------------------------------ small helpers
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(str(path)) as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(str(path)) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def read_json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def prep(*args: str) -> list[str]:
+    return [sys.executable, "-m", "preprocess.cli", *args]
+
+
+def text_tool(*args: str) -> list[str]:
+    return [sys.executable, str(TEXT_TOOLS), *args]
+
+
+def fairseq_cli(name: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", f"fairseq_cli.{name}", *args]
+
+
+def run(cmd: Sequence[str], log_path: Path, stdout_path: Path | None = None) -> float:
+    """Run a command with its stderr (and stdout unless captured) appended to log_path; wall seconds.
+
+    A failure stops the benchmark with the end of the log, since a half-done step must not be cached.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log("$ " + shlex.join(str(c) for c in cmd))
+    t0 = time.perf_counter()
+    with open(log_path, "a", encoding="utf-8") as err:
+        err.write("$ " + shlex.join(str(c) for c in cmd) + "\n")
+        err.flush()
+        if stdout_path is None:
+            proc = subprocess.run(list(map(str, cmd)), stdout=err, stderr=subprocess.STDOUT, cwd=REPO)
+        else:
+            tmp = stdout_path.with_name(stdout_path.name + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                proc = subprocess.run(list(map(str, cmd)), stdout=out, stderr=err, cwd=REPO)
+            if proc.returncode == 0:
+                tmp.replace(stdout_path)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = "".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-25:])
+        sys.stderr.write(tail)
+        raise SystemExit(f"command failed (exit {proc.returncode}); its log is {log_path}")
+    return seconds
+
+
+class StepTimes:
+    """Wall time of every cached step, kept beside its outputs so a resumed run still reports the first timing."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.times: dict[str, float] = read_json(path) if path.exists() else {}
+
+    def step(self, name: str, outputs: Sequence[Path], make: Callable[[], None]) -> float | None:
+        if all(p.exists() for p in outputs):
+            log(f"skip {name}: {outputs[0]}{' ...' if len(outputs) > 1 else ''} exists")
+            return self.times.get(name)
+        t0 = time.perf_counter()
+        make()
+        missing = [str(p) for p in outputs if not p.exists()]
+        if missing:
+            raise SystemExit(f"step {name} did not produce {', '.join(missing)}")
+        self.times[name] = round(time.perf_counter() - t0, 2)
+        write_json(self.path, self.times)
+        return self.times[name]
+
+
+# ------------------------------------------------------------------------------------------------ buckets
+def quantile_edges(values: Sequence[float], buckets: int) -> list[float]:
+    """Upper edges (inclusive) of up to `buckets` groups with about equal counts; duplicates merged."""
+    ordered = sorted(values)
+    if not ordered:
+        return []
+    edges = []
+    for k in range(1, buckets):
+        edge = ordered[min(len(ordered) - 1, math.ceil(k * len(ordered) / buckets) - 1)]
+        if not edges or edge > edges[-1]:
+            edges.append(edge)
+    if not edges or edges[-1] < ordered[-1]:
+        edges.append(ordered[-1])
+    return edges
+
+
+def assign_buckets(values: Sequence[float], edges: Sequence[float]) -> list[int]:
+    """Index of the first edge >= value (the last bucket for values above every edge)."""
+    out = []
+    for v in values:
+        k = next((i for i, e in enumerate(edges) if v <= e), len(edges) - 1)
+        out.append(k)
+    return out
+
+
+def order_tau(order: Sequence[int]) -> float:
+    """Kendall tau of a predicted order against the source order: 1 = not moved, -1 = reversed."""
+    from preprocess.metrics import kendall_tau_counts
+    n = len(order)
+    if n < 2:
+        return 1.0
+    discordant, pairs = kendall_tau_counts(list(order), list(range(n)))
+    return 1.0 - 2.0 * discordant / pairs
+
+
+@dataclass
+class BucketSpec:
+    """Sentence groups of one evaluation set: by source length in words and by how much the reorderer moves it."""
+    length_labels: list[str]
+    length_of: list[int]          # bucket index per sentence
+    reorder_labels: list[str]
+    reorder_of: list[int]
+
+    def summary(self) -> dict:
+        def count(of: list[int], labels: list[str]) -> list[dict]:
+            return [{"label": label, "sentences": of.count(k)} for k, label in enumerate(labels)]
+        return {"length": count(self.length_of, self.length_labels),
+                "reordering": count(self.reorder_of, self.reorder_labels)}
+
+
+def make_buckets(sources: Sequence[Sequence[str]], orders: Sequence[Sequence[int]], n_length: int = 4,
+                 n_reorder: int = 4) -> BucketSpec:
+    """Length buckets: quantiles of the source length. Reordering buckets: sentences the reorderer leaves in
+    source order (tau 1) form the first bucket; the others are split into quantiles of tau, most moved first."""
+    lengths = [len(s) for s in sources]
+    edges = quantile_edges(lengths, n_length)
+    lows = [min(lengths)] + [e + 1 for e in edges[:-1]]
+    length_labels = [f"{lo}-{hi}" if lo != hi else f"{lo}" for lo, hi in zip(lows, edges)]
+    length_of = assign_buckets(lengths, edges)
+
+    taus = [order_tau(o) for o in orders]
+    moved = [t for t in taus if t < 1.0]
+    tau_edges = quantile_edges(moved, n_reorder - 1) if moved else []
+    reorder_labels, reorder_of = [], []
+    lows_t = [min(moved)] + tau_edges[:-1] if moved else []
+    for k, (lo, hi) in enumerate(zip(lows_t, tau_edges)):
+        reorder_labels.append(f"tau {lo:.2f}..{hi:.2f}" if k == 0 else f"tau ({lo:.2f}..{hi:.2f}]")
+    reorder_labels.append("not moved")
+    moved_of = assign_buckets(moved, tau_edges)
+    it = iter(moved_of)
+    for t in taus:
+        reorder_of.append(len(tau_edges) if t >= 1.0 else next(it))
+    return BucketSpec(length_labels, length_of, reorder_labels, reorder_of)
+
+
+def bucket_bleu(hyps: Sequence[str], refs: Sequence[str], of: Sequence[int], n: int, tokenize: str) -> list:
+    """Corpus BLEU of each bucket (None for an empty bucket)."""
+    import sacrebleu
+    out = []
+    for k in range(n):
+        idx = [i for i, b in enumerate(of) if b == k]
+        if not idx:
+            out.append(None)
+            continue
+        bleu = sacrebleu.metrics.BLEU(tokenize=tokenize, force=tokenize == "none")
+        out.append(round(bleu.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score, 2))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def score_translations(hyps: list[str], refs: list[str], tokenize: str, ribes_tokens: tuple | None,
+                       buckets: BucketSpec | None) -> dict:
+    """BLEU + chrF (sacreBLEU, with signatures), RIBES on given token lists, BLEU per bucket."""
+    import sacrebleu
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
+    # force: with tokenize=none the text is tokenized on purpose (the Tanaka pairs); no "detokenize" warning
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize, force=tokenize == "none")
+    chrf = sacrebleu.metrics.CHRF()
+    b = bleu.corpus_score(hyps, [refs])
+    c = chrf.corpus_score(hyps, [refs])
+    out = {"bleu": round(b.score, 2), "bleu_detail": str(b), "bleu_signature": str(bleu.get_signature()),
+           "chrf": round(c.score, 2), "chrf_signature": str(chrf.get_signature()), "sentences": len(hyps)}
+    if ribes_tokens is not None:
+        from nltk.translate.ribes_score import corpus_ribes
+        hyp_tokens, ref_tokens = ribes_tokens
+        # nltk: the mean of sentence RIBES; a hypothesis of fewer than 2 words scores 0
+        out["ribes"] = round(100 * corpus_ribes([[r] for r in ref_tokens], hyp_tokens), 2)
+    if buckets is not None:
+        out["bleu_by_length"] = bucket_bleu(hyps, refs, buckets.length_of, len(buckets.length_labels), tokenize)
+        out["bleu_by_reordering"] = bucket_bleu(hyps, refs, buckets.reorder_of, len(buckets.reorder_labels),
+                                                tokenize)
+    return out
+
+
+def summarize(values: Sequence[float]) -> dict:
+    """Mean and spread over seeds (sample standard deviation, min, max)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"n": 0}
+    return {"mean": round(statistics.fmean(vals), 2),
+            "std": round(statistics.stdev(vals), 2) if len(vals) > 1 else None,
+            "min": min(vals), "max": max(vals), "n": len(vals), "values": list(vals)}
+
+
+# ------------------------------------------------------------------------------------------------ fairseq logs
+def parse_train_log(path: Path) -> dict:
+    """Figures of fairseq-train's JSON log: parameters, last training stats, steady-state updates/s."""
+    params = trained = None
+    inner, epochs = [], []
+    for line in read_lines(str(path)):
+        m = re.search(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)", line)
+        if m:
+            params, trained = (int(x.replace(",", "")) for x in m.groups())
+        for tag, sink in ((" | train_inner | ", inner), (" | train | ", epochs)):
+            if tag in line:
+                try:
+                    sink.append(json.loads(line.split(tag, 1)[1]))
+                except json.JSONDecodeError:
+                    pass
+    out: dict = {"params": params, "trained_params": trained}
+    if epochs:
+        # end-of-epoch stats carry a "train_" prefix: train_loss, train_nll_loss, train_num_updates, ...
+        last = epochs[-1]
+        out.update({"epochs": int(last.get("epoch", 0)), "final_epoch_loss": float(last["train_loss"]),
+                    "final_epoch_nll_loss": float(last["train_nll_loss"]),
+                    "updates": int(last["train_num_updates"])})
+    if inner:
+        out["last_logged_loss"] = float(inner[-1]["loss"])
+    if len(inner) >= 2:
+        # between the first and last logged intervals: no start-up, checkpoint saving mostly excluded
+        du = int(inner[-1]["num_updates"]) - int(inner[0]["num_updates"])
+        dt = float(inner[-1]["wall"]) - float(inner[0]["wall"])
+        if du > 0 and dt > 0:
+            out["steady_updates_per_s"] = round(du / dt, 3)
+        out["words_per_batch"] = float(inner[-1]["wpb"])
+    return out
+
+
+def read_hypotheses(generate_output: Path, expected: int) -> list[str]:
+    """Best hypothesis (pieces) per input id from fairseq-generate's output; every id must be present."""
+    hyps: dict[int, str] = {}
+    for line in read_lines(str(generate_output)):
+        if line.startswith("H-"):
+            head, _score, *text = line.split("\t")
+            hyps[int(head[2:])] = text[0] if text else ""
+    missing = [i for i in range(expected) if i not in hyps]
+    if missing:
+        raise SystemExit(f"{generate_output}: no hypothesis for {len(missing)} of {expected} sentences "
+                         f"(first id {missing[0]})")
+    return [hyps[i] for i in range(expected)]
+
+
+# ------------------------------------------------------------------------------------------------ data preparation
+@dataclass
+class EvalSet:
+    """One evaluation set of a pair: binarized data, scoring references and bucket definitions."""
+    name: str                     # valid | test | extra:<name>
+    data_bin: Path
+    subset: str                   # fairseq --gen-subset
+    refs: list[str]               # what hypotheses are scored against (raw text for en-de)
+    ref_tokens: list[list[str]]   # tokenized references (RIBES)
+    buckets: BucketSpec | None
+
+
+@dataclass
+class PreparedPair:
+    spec: PairSpec
+    root: Path
+    data_bin: Path
+    oracle_data_bin: Path | None
+    eval_sets: dict = field(default_factory=dict)   # name -> EvalSet
+    info: dict = field(default_factory=dict)         # for the JSON
+
+
+def corpus_lines_tag(spec: PairSpec, args: argparse.Namespace) -> str:
+    tag = f"train{args.train_lines or 'all'}"
+    if spec.split_files["test"] is None:
+        tag += f"-holdout{args.test_lines}"
+    return tag
+
+
+def select_splits(spec: PairSpec, data: Path, lang: str, train_lines: int, test_lines: int) -> dict[str, list[str]]:
+    """The lines of every split of one language. Without a test file the test set is the LAST test_lines
+    training lines, removed from training; then train_lines (if > 0) keeps the first lines of the rest."""
+    lines = {s: read_lines(str(data / f"{stem}.{lang}")) for s, stem in spec.split_files.items() if stem}
+    if spec.split_files["test"] is None:
+        if len(lines["train"]) <= test_lines:
+            raise SystemExit(f"{data}/train.{lang}: {len(lines['train'])} lines, not more than --test-lines "
+                             f"{test_lines}")
+        lines["test"] = lines["train"][-test_lines:]
+        lines["train"] = lines["train"][:-test_lines]
+    if train_lines:
+        lines["train"] = lines["train"][:train_lines]
+    return lines
+
+
+def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict]:
+    """Tokenized splits of both languages, raw references, and the alignment of train+valid+test, shared by the
+    corpus's two directions. Returns (directory, info)."""
+    root = Path(args.work) / f"corpus-{spec.corpus}" / corpus_lines_tag(spec, args)
+    times = StepTimes(root / "times.json")
+    data = Path(args.data) / spec.corpus
+    langs = spec.align_langs
+    tok = root / "tok"
+    raw = root / "raw"
+
+    def make_text() -> None:
+        for lang in langs:
+            lines = select_splits(spec, data, lang, args.train_lines, args.test_lines)
+            for split in SPLITS:
+                write_lines(raw / f"{split}.{lang}", lines[split])
+        for lang in langs:
+            for split in SPLITS:
+                if spec.pretokenized:
+                    write_lines(tok / f"{split}.{lang}", (" ".join(x.split()) for x in read_lines(
+                        str(raw / f"{split}.{lang}"))))
+                else:
+                    run(text_tool("tokenize", "--lang", lang, "--input", raw / f"{split}.{lang}",
+                                  "--output", tok / f"{split}.{lang}", "--workers", str(args.workers)),
+                        root / "logs" / "tokenize.log")
+        for split in SPLITS:
+            run(text_tool("check-parallel", *(tok / f"{split}.{lang}" for lang in langs)),
+                root / "logs" / "tokenize.log")
+
+    outputs = [tok / f"{s}.{lang}" for s in SPLITS for lang in langs] + [raw / f"{s}.{lang}" for s in SPLITS
+                                                                          for lang in langs]
+    times.step("tokenize", outputs, make_text)
+
+    align_dir = root / "align"
+    counts = {s: len(read_lines(str(tok / f"{s}.{langs[0]}"))) for s in SPLITS}
+
+    def make_alignment() -> None:
+        for lang in langs:
+            write_lines(align_dir / f"all.{lang}",
+                        (line for s in SPLITS for line in read_lines(str(tok / f"{s}.{lang}"))))
+        run(prep("align", "--src", align_dir / f"all.{langs[0]}", "--tgt", align_dir / f"all.{langs[1]}",
+                 "--out", align_dir / "all.align"), root / "logs" / "align.log")
+        links = read_lines(str(align_dir / "all.align"))
+        start = 0
+        for s in SPLITS:
+            write_lines(align_dir / f"{s}.{langs[0]}-{langs[1]}.align", links[start:start + counts[s]])
+            start += counts[s]
+
+    align_seconds = times.step("align (train+valid+test)", [align_dir / f"{s}.{langs[0]}-{langs[1]}.align"
+                                                             for s in SPLITS], make_alignment)
+    held_out = spec.split_files["test"] is None
+    info = {"corpus": str(data), "sentences": counts, "align_seconds": align_seconds,
+            "test_set": (f"last {args.test_lines} lines of {data}/train.* (held out, never trained on)"
+                         if spec.split_files["test"] is None else f"{data}/{spec.split_files['test']}.*"),
+            "valid_set": f"{data}/{spec.split_files['valid']}.*",
+            "train_set": f"{'first ' + str(args.train_lines) + ' lines of ' if args.train_lines else ''}"
+                         f"{data}/train.*{' without the held-out test lines' if held_out else ''}",
+            "tokenization": "as distributed" if spec.pretokenized else
+                            "sacremoses (recipes/text_tools.py tokenize, escape=False, aggressive dash splits)"}
+    return root, info
+
+
+def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
+    reord = f"ro{args.reorder_iterations or 'def'}" + (f"x{args.reorder_lines}" if args.reorder_lines else "")
+    return f"{corpus_lines_tag(spec, args)}.spm{args.spm_vocab}.{reord}"
+
+
+def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tuple[str, Path, Path]]) -> PreparedPair:
+    corpus_root, corpus_info = prepare_corpus(spec, args)
+    root = Path(args.work) / spec.name / data_tag(spec, args)
+    times = StepTimes(root / "times.json")
+    logs = root / "logs"
+    s, t = spec.src, spec.tgt
+    tok = corpus_root / "tok"
+    a0, a1 = spec.align_langs
+
+    # ---- oracle ranks (alignment swapped for the direction whose source is the alignment's target)
+    oracle_dir = root / "oracle"
+
+    def make_oracles() -> None:
+        for split in SPLITS:
+            links = read_lines(str(corpus_root / "align" / f"{split}.{a0}-{a1}.align"))
+            if s != a0:
+                links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
+            write_lines(oracle_dir / f"{split}.align", links)
+            run(prep("oracle", "--src", tok / f"{split}.{s}", "--align", oracle_dir / f"{split}.align",
+                     "--out", oracle_dir / f"{split}.oracle", "--workers", str(args.workers)), logs / "oracle.log")
+
+    times.step("oracle", [oracle_dir / f"{x}.oracle" for x in SPLITS], make_oracles)
+
+    # ---- reorderer
+    reo = root / "reorder"
+    model = reo / "reorderer.npz"
+
+    def make_reorderer() -> None:
+        src, oracle = tok / f"train.{s}", oracle_dir / "train.oracle"
+        if args.reorder_lines:
+            write_lines(reo / "train-subset.src", read_lines(str(src))[:args.reorder_lines])
+            write_lines(reo / "train-subset.oracle", read_lines(str(oracle))[:args.reorder_lines])
+            src, oracle = reo / "train-subset.src", reo / "train-subset.oracle"
+        extra = ["--iterations", str(args.reorder_iterations)] if args.reorder_iterations else []
+        run(prep("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, *extra),
+            logs / "train-reorderer.log")
+
+    reorderer_seconds = times.step("train-reorderer", [model], make_reorderer)
+    reorder_seconds = {}
+    for split in SPLITS:
+        reorder_seconds[split] = times.step(
+            f"reorder {split}", [reo / f"{split}.order"],
+            lambda split=split: run(prep("reorder", "--model", model, "--src", tok / f"{split}.{s}",
+                                         "--out", reo / f"{split}.order", "--workers", str(args.workers)),
+                                    logs / "reorder.log"))
+
+    from preprocess.metrics import evaluate_orders, monotone_order, read_orders, reversed_order
+    from preprocess.oracle import read_oracle
+    reordering = {}
+    for split in ("valid", "test"):
+        path = reo / f"{split}.scores.json"
+        if not path.exists():
+            ranks = read_oracle(str(oracle_dir / f"{split}.oracle"))
+            lengths = [len(r) for r in ranks]
+            orders = read_orders(str(reo / f"{split}.order"), lengths, str(oracle_dir / f"{split}.oracle"))
+            write_json(path, {name: asdict(evaluate_orders(o, ranks)) for name, o in (
+                ("reorderer", orders), ("monotone", [monotone_order(n) for n in lengths]),
+                ("reversed", [reversed_order(n) for n in lengths]))})
+        reordering[split] = read_json(path)
+    log(f"{spec.name}: reorderer on test: tau {reordering['test']['reorderer']['corpus_tau']:.4f} "
+        f"FRS {reordering['test']['reorderer']['corpus_frs']:.4f} (monotone tau "
+        f"{reordering['test']['monotone']['corpus_tau']:.4f})")
+
+    # ---- sentencepiece, pieces and XL positions
+    spm = root / "spm" / "spm"
+    times.step("spm-train", [Path(f"{spm}.model")], lambda: run(text_tool(
+        "spm-train", "--input", tok / f"train.{s}", tok / f"train.{t}", "--model-prefix", spm,
+        "--vocab-size", str(args.spm_vocab), "--model-type", "unigram", "--threads", str(args.workers),
+        "--seed", "1"), logs / "spm.log"))
+    pieces = root / "pieces"
+    for split in SPLITS:
+        times.step(f"positions {split}", [pieces / f"{split}.xlpos", pieces / f"{split}.{s}"], lambda split=split: run(
+            prep("positions", "--src", tok / f"{split}.{s}", "--order", reo / f"{split}.order",
+                 "--spm", f"{spm}.model", "--out", pieces / f"{split}.xlpos", "--pieces-out", pieces / f"{split}.{s}",
+                 "--workers", str(args.workers)), logs / "positions.log"))
+        times.step(f"spm-encode {split}", [pieces / f"{split}.{t}"], lambda split=split: run(text_tool(
+            "spm-encode", "--model", f"{spm}.model", "--input", tok / f"{split}.{t}",
+            "--output", pieces / f"{split}.{t}"), logs / "spm.log"))
+
+    # ---- data-bin
+    data_bin = root / "data-bin"
+
+    def make_data_bin() -> None:
+        tmp = root / "data-bin.tmp"
+        if tmp.exists():
+            import shutil
+            shutil.rmtree(tmp)
+        run(fairseq_cli("preprocess", "--source-lang", s, "--target-lang", t, "--trainpref", pieces / "train",
+                        "--validpref", pieces / "valid", "--testpref", pieces / "test", "--destdir", tmp,
+                        "--joined-dictionary", "--workers", str(args.workers)), logs / "preprocess.log")
+        for split in SPLITS:
+            run(prep("binarize", "--xlpos", pieces / f"{split}.xlpos", "--data-bin", tmp, "--split", split,
+                     "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
+        tmp.replace(data_bin)
+
+    times.step("data-bin", [data_bin], make_data_bin)
+
+    # ---- oracle ablation: the same tokens, XL positions from the oracle ranks
+    oracle_bin = None
+    if args.ablation_oracle:
+        oracle_bin = root / "data-bin-oracle"
+
+        def make_oracle_bin() -> None:
+            tmp = root / "data-bin-oracle.tmp"
+            tmp.mkdir(parents=True, exist_ok=True)
+            for f in data_bin.iterdir():
+                if f.name.startswith("dict.") or (f.name.split(".")[0] in ("train", "valid")
+                                                  and ".xlpos." not in f.name):
+                    link = tmp / f.name
+                    if not link.exists():
+                        link.symlink_to(f.resolve())
+            for split in ("train", "valid"):
+                run(prep("positions", "--src", tok / f"{split}.{s}", "--oracle", oracle_dir / f"{split}.oracle",
+                         "--spm", f"{spm}.model", "--out", pieces / f"{split}.oracle.xlpos",
+                         "--workers", str(args.workers)), logs / "positions.log")
+                run(prep("binarize", "--xlpos", pieces / f"{split}.oracle.xlpos", "--data-bin", tmp, "--split",
+                         split, "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
+            tmp.replace(oracle_bin)
+
+        times.step("data-bin-oracle", [oracle_bin], make_oracle_bin)
+
+    pair = PreparedPair(spec, root, data_bin, oracle_bin)
+    corpus_raw = corpus_root / "raw"
+    for split in ("valid", "test"):
+        sources = [x.split() for x in read_lines(str(tok / f"{split}.{s}"))]
+        orders = [[int(i) for i in x.split()] for x in read_lines(str(reo / f"{split}.order"))]
+        refs = read_lines(str((tok if spec.pretokenized else corpus_raw) / f"{split}.{t}"))
+        ref_tokens = [x.split() for x in read_lines(str(tok / f"{split}.{t}"))]
+        pair.eval_sets[split] = EvalSet(split, data_bin, split, refs, ref_tokens, make_buckets(sources, orders))
+    for name, src_path, ref_path in extra_sets:
+        pair.eval_sets[f"extra:{name}"] = prepare_extra(spec, args, root, times, name, src_path, ref_path,
+                                                        model, f"{spm}.model", data_bin)
+
+    if not spec.pretokenized:
+        # ceiling of the scoring pipeline: the references tokenized and detokenized again, scored as hypotheses
+        from sacremoses import MosesDetokenizer
+        detok = MosesDetokenizer(lang=t)
+        test = pair.eval_sets["test"]
+        roundtrip = [detok.detokenize(x) for x in test.ref_tokens]
+        corpus_info["detokenization_roundtrip"] = {
+            "identical_lines": sum(a == b for a, b in zip(roundtrip, test.refs)), "lines": len(test.refs),
+            "bleu": score_translations(roundtrip, test.refs, spec.bleu_tokenize, None, None)["bleu"]}
+    pair.info = {
+        **corpus_info,
+        "work": str(root),
+        "reorderer": {"train_seconds": reorderer_seconds, "reorder_seconds": reorder_seconds,
+                      "iterations": args.reorder_iterations or "train-reorderer default",
+                      "train_sentences": args.reorder_lines or corpus_info["sentences"]["train"],
+                      "model_mb": round(model.stat().st_size / 2**20, 2)},
+        "reordering_vs_oracle": reordering,
+        "spm": {"vocab": args.spm_vocab, "type": "unigram", "joint": True},
+        "buckets": {name: e.buckets.summary() for name, e in pair.eval_sets.items() if e.buckets},
+        "prep_step_seconds": times.times,
+    }
+    return pair
+
+
+def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: StepTimes, name: str,
+                  src_path: Path, ref_path: Path, model: Path, spm_model: str, data_bin: Path) -> EvalSet:
+    """A further held-out set (--test-src/--test-ref, in the pair's own format): tokenized, reordered by the
+    pair's reorderer, binarized with the pair's dictionary."""
+    d = root / "extra" / name
+    logs = root / "logs"
+    s, t = spec.src, spec.tgt
+    src_lines, ref_lines = read_lines(str(src_path)), read_lines(str(ref_path))
+    if len(src_lines) != len(ref_lines):
+        raise SystemExit(f"{src_path} has {len(src_lines)} lines but {ref_path} has {len(ref_lines)}")
+
+    def make() -> None:
+        for lang, path in ((s, src_path), (t, ref_path)):
+            if spec.pretokenized:
+                write_lines(d / f"tok.{lang}", (" ".join(x.split()) for x in read_lines(str(path))))
+            else:
+                run(text_tool("tokenize", "--lang", lang, "--input", path, "--output", d / f"tok.{lang}"),
+                    logs / "extra.log")
+        run(text_tool("check-parallel", d / f"tok.{s}", d / f"tok.{t}"), logs / "extra.log")
+        run(prep("reorder", "--model", model, "--src", d / f"tok.{s}", "--out", d / "test.order",
+                 "--workers", str(args.workers)), logs / "extra.log")
+        run(prep("positions", "--src", d / f"tok.{s}", "--order", d / "test.order", "--spm", spm_model,
+                 "--out", d / "pieces.xlpos", "--pieces-out", d / f"pieces.{s}"), logs / "extra.log")
+        run(text_tool("spm-encode", "--model", spm_model, "--input", d / f"tok.{t}", "--output", d / f"pieces.{t}"),
+            logs / "extra.log")
+        tmp = d / "data-bin.tmp"
+        run(fairseq_cli("preprocess", "--source-lang", s, "--target-lang", t, "--testpref", d / "pieces",
+                        "--destdir", tmp, "--srcdict", data_bin / f"dict.{s}.txt",
+                        "--tgtdict", data_bin / f"dict.{t}.txt", "--workers", str(args.workers)), logs / "extra.log")
+        run(prep("binarize", "--xlpos", d / "pieces.xlpos", "--data-bin", tmp, "--split", "test",
+                 "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "extra.log")
+        tmp.replace(d / "data-bin")
+
+    times.step(f"extra {name}", [d / "data-bin"], make)
+    sources = [x.split() for x in read_lines(str(d / f"tok.{s}"))]
+    orders = [[int(i) for i in x.split()] for x in read_lines(str(d / "test.order"))]
+    refs = [" ".join(x.split()) for x in ref_lines] if spec.pretokenized else ref_lines
+    return EvalSet(f"extra:{name}", d / "data-bin", "test", refs, [x.split() for x in read_lines(str(d / f"tok.{t}"))],
+                   make_buckets(sources, orders))
+
+
+# ------------------------------------------------------------------------------------------------ systems
+def system_args(system: str) -> tuple[list[str], bool]:
+    """(fairseq task/model arguments, uses the oracle data-bin). --user-dir is given to the vanilla system too:
+    the plugin's checkpoint loading is what lets torch >= 2.6 load fairseq checkpoints."""
+    user_dir = ["--user-dir", str(REPO / "xlpos")]
+    oracle = system.endswith(ORACLE_SUFFIX)
+    base = system[:-len(ORACLE_SUFFIX)] if oracle else system
+    if base == "vanilla":
+        return user_dir + ["--task", "translation", "--arch", "transformer"], False
+    return user_dir + ["--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", base], oracle
+
+
+def device_args() -> list[str]:
+    import torch
+    return [] if torch.cuda.is_available() else ["--cpu"]
+
+
+def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, args: argparse.Namespace) -> dict:
+    run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+    meta_path = run_dir / "train.json"
+    if meta_path.exists():
+        log(f"skip training {pair.spec.name} {system} seed {seed}: {meta_path} exists")
+        return read_json(meta_path)
+    task_args, oracle = system_args(system)
+    data_bin = pair.oracle_data_bin if oracle else pair.data_bin
+    write_json(run_dir / "config.json", asdict(cfg))
+    resumed = (run_dir / "checkpoint_last.pt").exists()
+    cmd = fairseq_cli("train", data_bin, *task_args, "--source-lang", pair.spec.src, "--target-lang",
+                      pair.spec.tgt, *cfg.fairseq_args(), "--seed", str(seed), "--save-dir", run_dir,
+                      "--no-epoch-checkpoints", "--disable-validation", "--log-format", "json",
+                      "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args())
+    log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
+    seconds = run(cmd, run_dir / "train.log")
+    stats = parse_train_log(run_dir / "train.log")
+    meta = {"seconds": round(seconds, 1), "resumed_from_checkpoint": resumed, **stats,
+            "updates_per_s": round(stats.get("updates", cfg.max_update) / seconds, 3),
+            "command": shlex.join(map(str, cmd))}
+    write_json(meta_path, meta)
+    return meta
+
+
+def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, eval_set: EvalSet,
+                    args: argparse.Namespace) -> dict:
+    run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+    key = eval_set.name.replace(":", "_")
+    score_path = run_dir / "scores" / f"{key}.json"
+    if score_path.exists():
+        return read_json(score_path)
+    task_args, oracle = system_args(system)
+    data_bin = eval_set.data_bin
+    if oracle:
+        if eval_set.name != "valid":
+            raise ValueError("oracle systems are evaluated on valid only")
+        data_bin = pair.oracle_data_bin
+    gen = run_dir / "gen" / f"{key}.txt"
+    gen.parent.mkdir(parents=True, exist_ok=True)
+    cmd = fairseq_cli("generate", data_bin, *task_args, "--source-lang", pair.spec.src, "--target-lang",
+                      pair.spec.tgt, "--gen-subset", eval_set.subset, "--path", run_dir / "checkpoint_last.pt",
+                      "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2", "--max-len-b", "10",
+                      "--max-tokens", str(args.gen_max_tokens), "--required-batch-size-multiple", "1",
+                      "--seed", str(seed), *device_args())
+    seconds = run(cmd, run_dir / "generate.log", stdout_path=gen) if not gen.exists() else None
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(pair.root / "spm" / "spm.model"))
+    words = [sp.decode_pieces(h.split()) for h in read_hypotheses(gen, len(eval_set.refs))]
+    if pair.spec.pretokenized:
+        hyps = [" ".join(w.split()) for w in words]
+    else:
+        from sacremoses import MosesDetokenizer
+        detok = MosesDetokenizer(lang=pair.spec.tgt)
+        hyps = [detok.detokenize(w.split()) for w in words]
+    write_lines(run_dir / "hyp" / f"{key}.txt", hyps)
+    ribes = ([w.split() for w in words], eval_set.ref_tokens) if pair.spec.ribes else None
+    scores = score_translations(hyps, eval_set.refs, pair.spec.bleu_tokenize, ribes, eval_set.buckets)
+    scores["generate_seconds"] = round(seconds, 1) if seconds is not None else None
+    write_json(score_path, scores)
+    log(f"{pair.spec.name} {system} seed {seed} {eval_set.name}: BLEU {scores['bleu']} chrF {scores['chrf']}"
+        + (f" RIBES {scores['ribes']}" if "ribes" in scores else ""))
+    return scores
+
+
+def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig,
+                       args: argparse.Namespace) -> dict:
+    """Train one system with one seed, then score it on every evaluation set (oracle systems: valid only)."""
+    train = train_system(pair, system, seed, cfg, args)
+    names = ["valid"] if system.endswith(ORACLE_SUFFIX) else list(pair.eval_sets)
+    return {"train": train,
+            "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
+
+
+def run_jobs(keys: list[tuple], work: Callable, jobs: int) -> dict:
+    """work(*key) for every key, `jobs` at a time (threads driving child processes); the first failure stops
+    the jobs not yet started and is raised once the running ones have ended."""
+    if jobs <= 1:
+        return {key: work(*key) for key in keys}
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {key: pool.submit(work, *key) for key in keys}
+        finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+        failed = [f for f in finished if f.exception() is not None]
+        if failed:
+            for f in futures.values():
+                f.cancel()
+            raise failed[0].exception()
+        return {key: f.result() for key, f in futures.items()}
+
+
+# ------------------------------------------------------------------------------------------------ report
+METRICS = ("bleu", "chrf", "ribes")
+
+
+def pair_summary(runs: dict) -> dict:
+    """Per system and evaluation set: mean/spread over seeds of each metric and of the bucket BLEUs; deltas of
+    every system's mean against vanilla's."""
+    out: dict = {}
+    for system, by_seed in runs.items():
+        sets = sorted({name for r in by_seed.values() for name in r["eval"]})
+        out[system] = {}
+        for name in sets:
+            per = [r["eval"][name] for r in by_seed.values() if name in r["eval"]]
+            entry = {m: summarize([p.get(m) for p in per]) for m in METRICS if any(m in p for p in per)}
+            for bucket_key in ("bleu_by_length", "bleu_by_reordering"):
+                if all(bucket_key in p for p in per):
+                    entry[bucket_key] = [summarize(list(vals)) for vals in zip(*(p[bucket_key] for p in per))]
+            out[system][name] = entry
+        out[system]["train_seconds"] = summarize([r["train"]["seconds"] for r in by_seed.values()])
+    if "vanilla" in out:
+        for system, entry in out.items():
+            for name, metrics in entry.items():
+                base = out["vanilla"].get(name)
+                if not isinstance(metrics, dict) or not base or system == "vanilla":
+                    continue
+                metrics["delta_vs_vanilla"] = {m: round(metrics[m]["mean"] - base[m]["mean"], 2)
+                                               for m in METRICS if m in metrics and m in base
+                                               and metrics[m].get("n") and base[m].get("n")}
+    return out
+
+
+def machine_info() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+    info = {"nproc": len(os.sched_getaffinity(0)), "cpu_model": cpu, "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    from importlib import metadata
+    for dist in ("ve-fairseq", "fairseq"):  # importing fairseq here would reconfigure the root logger
+        try:
+            info["fairseq"] = f"{dist} {metadata.version(dist)}"
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        info["load_average_at_end"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def print_table(results: dict) -> None:
+    for pair_name, pair in results["pairs"].items():
+        r = pair["reordering_vs_oracle"]["test"]
+        print(f"\n{pair_name}: test {pair['sentences']['test']} sentences ({pair['test_set']}); reorderer vs test "
+              f"oracle: tau {r['reorderer']['corpus_tau']:.4f} FRS {r['reorderer']['corpus_frs']:.4f} "
+              f"(monotone tau {r['monotone']['corpus_tau']:.4f} FRS {r['monotone']['corpus_frs']:.4f})")
+        steps = pair["prep_step_seconds"]
+        print(f"data: {pair['sentences']['train']} training pairs; alignment {pair['align_seconds'] or 0:.0f} s, "
+              f"reorderer training {steps.get('train-reorderer') or 0:.0f} s, reordering train "
+              f"{steps.get('reorder train') or 0:.0f} s (times of the run that made them)")
+        header = f"{'system':<14} {'test BLEU':>14} {'chrF':>14} {'RIBES':>14} {'dev BLEU':>14} {'train s':>9}"
+        print(header)
+        print("-" * len(header))
+
+        def cell(entry: dict | None, metric: str) -> str:
+            if not entry or metric not in entry or not entry[metric].get("n"):
+                return f"{'-':>14}"
+            m = entry[metric]
+            spread = f"±{m['std']:.2f}" if m.get("std") is not None else ""
+            return f"{m['mean']:>8.2f}{spread:<6}"
+
+        for system, entry in pair["summary"].items():
+            test = entry.get("test")
+            print(f"{system:<14} {cell(test, 'bleu')} {cell(test, 'chrf')} {cell(test, 'ribes')} "
+                  f"{cell(entry.get('valid'), 'bleu')} {entry['train_seconds'].get('mean', 0):>9.0f}")
+        for system, entry in pair["summary"].items():
+            for name in entry:
+                if name.startswith("extra:"):
+                    print(f"{system:<14} {name}: BLEU {cell(entry[name], 'bleu').strip()}")
+        sig = next((run["eval"]["test"]["bleu_signature"] for runs in pair["runs"].values() for run in runs.values()
+                    if "test" in run["eval"]), None)
+        if sig:
+            print(f"sacreBLEU: {sig}")
+
+
+# ------------------------------------------------------------------------------------------------ main
+def parse_extra_sets(args: argparse.Namespace, pairs: list[str]) -> dict[str, list[tuple[str, Path, Path]]]:
+    """--test-src/--test-ref, paired in order; `PAIR:PATH` names the pair, needed when several are selected."""
+    srcs, refs = args.test_src or [], args.test_ref or []
+    if len(srcs) != len(refs):
+        raise SystemExit(f"{len(srcs)} --test-src but {len(refs)} --test-ref: give them in pairs")
+    out: dict[str, list] = {p: [] for p in pairs}
+    for k, (src, ref) in enumerate(zip(srcs, refs), 1):
+        targets = []
+        for which in (src, ref):
+            head, sep, rest = which.partition(":")
+            targets.append((head, rest) if sep and head in PAIRS else (None, which))
+        (p_src, src_path), (p_ref, ref_path) = targets
+        pair = p_src or p_ref
+        if p_src and p_ref and p_src != p_ref:
+            raise SystemExit(f"--test-src {src} and --test-ref {ref} name different pairs")
+        if pair is None:
+            if len(pairs) != 1:
+                raise SystemExit(f"--test-src {src}: several pairs selected; prefix the files with the pair, "
+                                 f"e.g. --test-src {pairs[0]}:{src}")
+            pair = pairs[0]
+        if pair not in out:
+            raise SystemExit(f"--test-src {src}: pair {pair} is not selected (--pairs)")
+        for path in (src_path, ref_path):
+            if not Path(path).is_file():
+                raise SystemExit(f"{path}: file not found")
+        name = f"{k}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(src_path).stem)
+        out[pair].append((name, Path(src_path).resolve(), Path(ref_path).resolve()))
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", default="ja-en,en-ja,en-de", help="comma-separated: " + ", ".join(PAIRS))
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
+    p.add_argument("--seeds", default="1,2", help="comma- or space-separated training seeds (default 1,2)")
+    p.add_argument("--ablation-oracle", action="store_true",
+                   help="also train every selected XL system on oracle XL positions (evaluated on valid)")
+    p.add_argument("--work", default="/tmp/xlpos-bleu", help="cache directory; every step is skipped when done")
+    p.add_argument("--data", default=str(DATA), help="directory holding enja/ and ende/")
+    p.add_argument("--out", default="results.json", help="JSON with every figure")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="only the data steps (alignment, reorderer, XL positions, data-bin) and reordering scores")
+    p.add_argument("--plot", help="also draw BLEU by length / reordering bucket to this PNG (needs matplotlib)")
+    p.add_argument("--train-lines", type=int, default=0, help="train on the first N training lines (0: all)")
+    p.add_argument("--test-lines", type=int, default=1000,
+                   help="Tanaka: hold out the last N training lines as the test set (default 1000)")
+    p.add_argument("--test-src", action="append", help="a further held-out source file ([PAIR:]PATH, the pair's "
+                   "format: tokenized for ja-en/en-ja, raw for en-de); repeatable")
+    p.add_argument("--test-ref", action="append", help="its reference ([PAIR:]PATH); repeatable")
+    p.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece vocabulary (default 8000)")
+    p.add_argument("--reorder-iterations", type=int, default=0,
+                   help="reorderer training passes (0: xlpos-prep train-reorderer's default)")
+    p.add_argument("--reorder-lines", type=int, default=0,
+                   help="train the reorderer on the first N training lines (0: all)")
+    defaults = TrainConfig()
+    p.add_argument("--max-update", type=int, default=defaults.max_update,
+                   help=f"updates per system (default {defaults.max_update}, ~10-15 min on 2 CPU cores)")
+    p.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--warmup-updates", type=int, default=0, help="0: max-update / 5, at most 4000")
+    p.add_argument("--dropout", type=float, default=defaults.dropout)
+    p.add_argument("--layers", type=int, default=defaults.encoder_layers, help="encoder and decoder layers")
+    p.add_argument("--embed-dim", type=int, default=defaults.embed_dim)
+    p.add_argument("--ffn-dim", type=int, default=defaults.ffn_dim)
+    p.add_argument("--heads", type=int, default=defaults.heads)
+    p.add_argument("--beam", type=int, default=defaults.beam)
+    p.add_argument("--gen-max-tokens", type=int, default=6000, help="fairseq-generate --max-tokens")
+    p.add_argument("--log-interval", type=int, default=25, help="fairseq-train --log-interval")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch/OpenMP threads of each fairseq-train/generate (default 1; 0: torch's default, one per "
+                        "core). Measured on a shared 2-core machine: 2 threads ran 3.5x slower than 1 (OpenMP threads "
+                        "spin while other processes hold the cores); use --jobs to occupy more cores")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="systems/seeds trained and decoded at once (default 1; 2 on an otherwise idle 2-core machine)")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                   help="processes for the per-sentence steps (default: all cores)")
+    return p
+
+
+def split_list(text: str) -> list[str]:
+    return [x for x in re.split(r"[,\s]+", text) if x]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    started = time.time()
+    pairs = split_list(args.pairs)
+    systems = split_list(args.systems)
+    seeds = [int(x) for x in split_list(args.seeds)]
+    for name, chosen, known in (("pair", pairs, PAIRS), ("system", systems, SYSTEMS)):
+        bad = [x for x in chosen if x not in known]
+        if bad or not chosen:
+            raise SystemExit(f"unknown {name}(s) {', '.join(bad) or '(none)'}; choose from {', '.join(known)}")
+    if not seeds:
+        raise SystemExit("--seeds: give at least one seed")
+    extra = parse_extra_sets(args, pairs)
+    if args.jobs < 1:
+        raise SystemExit("--jobs must be at least 1")
+    if args.threads:
+        # inherited by every fairseq child process
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
+    cfg = TrainConfig(encoder_layers=args.layers, decoder_layers=args.layers, embed_dim=args.embed_dim,
+                      ffn_dim=args.ffn_dim, heads=args.heads, dropout=args.dropout, lr=args.lr,
+                      warmup_updates=args.warmup_updates, max_tokens=args.max_tokens, max_update=args.max_update,
+                      beam=args.beam)
+    all_systems = systems + ([s + ORACLE_SUFFIX for s in systems if s in XL_SYSTEMS] if args.ablation_oracle else [])
+    results: dict = {
+        "benchmark": "BLEU of XL systems vs the vanilla Transformer (benchmarks/bleu.py)",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "command": shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(argv),
+        "machine": {},
+        "config": {"train": {**asdict(cfg), "warmup": cfg.warmup, "fairseq_args": cfg.fairseq_args(),
+                             "checkpoint": "checkpoint_last.pt (no validation during training)",
+                             "decoding": f"beam {cfg.beam}, lenpen {cfg.lenpen}, max len 2*src+10"},
+                   "pairs": pairs, "systems": all_systems, "seeds": seeds, "train_lines": args.train_lines,
+                   "test_lines": args.test_lines, "spm_vocab": args.spm_vocab,
+                   "reorder_iterations": args.reorder_iterations or "default",
+                   "reorder_lines": args.reorder_lines or "all", "work": str(Path(args.work).resolve()),
+                   "threads": args.threads or "torch default", "jobs": args.jobs,
+                   "xl_positions": "predicted by the BTG reorderer on every split (training included); "
+                                   "'-oracle' systems: oracle ranks from the alignment, evaluated on valid only",
+                   "scoring": {p: {"bleu_tokenize": PAIRS[p].bleu_tokenize,
+                                   "references": "corpus tokenization" if PAIRS[p].pretokenized else
+                                   "raw text; hypotheses detokenized with sacremoses",
+                                   "ribes": PAIRS[p].ribes} for p in pairs}},
+        "pairs": {},
+    }
+    for pair_name in pairs:
+        spec = PAIRS[pair_name]
+        t0 = time.perf_counter()
+        pair = prepare_pair(spec, args, extra[pair_name])
+        prep_seconds = time.perf_counter() - t0
+        jobs = [] if args.prepare_only else [(system, seed) for system in all_systems for seed in seeds]
+        done = run_jobs(jobs, lambda system, seed: train_and_evaluate(pair, system, seed, cfg, args), args.jobs)
+        runs: dict = {}
+        for (system, seed) in jobs:  # the order of the flags, whatever order the jobs finished in
+            runs.setdefault(system, {})[str(seed)] = done[(system, seed)]
+        results["pairs"][pair_name] = {**pair.info, "prep_seconds_this_run": round(prep_seconds, 1),
+                                       "runs": runs, "summary": pair_summary(runs)}
+        results["machine"] = machine_info()
+        results["wall_seconds_this_run"] = round(time.time() - started, 1)
+        write_json(Path(args.out), results)  # after every pair, so a long run shows progress
+    print_table(results)
+    log(f"results: {args.out}")
+    if args.plot and not args.prepare_only:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from plot_bleu import plot_results
+        plot_results(results, Path(args.plot))
+        log(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
