@@ -157,3 +157,163 @@ def trained_model(tiny_corpus, tmp_path_factory) -> TrainedModel:
     save_dir, tensorboard_dir, updates = root / "checkpoints", root / "tensorboard", 6
     proc = run_cli(tiny_model_args(tiny_corpus, save_dir, updates, tensorboard_dir))
     return TrainedModel(tiny_corpus, save_dir, tensorboard_dir, updates, proc.stdout + proc.stderr)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A sentencepiece + reorderer model: the whole pipeline, for raw-text inference (interactive, hub)
+
+PIPELINE_SPLIT_SIZES = {"train": 300, "valid": 30, "test": 24}
+
+
+@dataclass(frozen=True)
+class PipelineCorpus:
+    """Synthetic tokenized corpus (``xlpos-prep synth``), a reorderer trained on its gold orders, a joint
+    sentencepiece model, and a data-bin of pieces with XL positions made by the offline pipeline. The test split's
+    orders, positions and pieces come from the real CLIs (``xlpos-prep reorder`` and ``positions``)."""
+
+    root: Path
+    raw_dir: Path  # {split}.src / {split}.tgt: tokenized words
+    pieces_dir: Path  # {split}.src (pieces, from `positions --pieces-out`), {split}.tgt, {split}.xlpos, {split}.order
+    reorderer: Path
+    spm: Path
+    data_bin: Path
+    source_lang: str = "src"
+    target_lang: str = "tgt"
+
+    def lines(self, split: str) -> list[str]:
+        return (self.raw_dir / f"{split}.src").read_text(encoding="utf-8").splitlines()
+
+    def pieces(self, split: str) -> list[list[str]]:
+        return [line.split() for line in (self.pieces_dir / f"{split}.src").read_text(encoding="utf-8").splitlines()]
+
+    def xl_positions(self, split: str) -> list[list[int]]:
+        return [[int(x) for x in line.split()] for line in (self.pieces_dir / f"{split}.xlpos").read_text().splitlines()]
+
+    def orders(self, split: str) -> list[list[int]]:
+        return [[int(x) for x in line.split()] for line in (self.pieces_dir / f"{split}.order").read_text().splitlines()]
+
+
+def _ranks_of_order(order: list[int]) -> list[int]:
+    ranks = [0] * len(order)
+    for k, i in enumerate(order):
+        ranks[i] = k
+    return ranks
+
+
+@pytest.fixture(scope="session")
+def pipeline_corpus(tmp_path_factory) -> PipelineCorpus:
+    import sentencepiece
+
+    from preprocess.reorderer import Reorderer
+    from preprocess.subword import xl_positions_for_line
+    from xlpos.data.binarize import binarize_xl_positions
+
+    root = tmp_path_factory.mktemp("pipeline_corpus")
+    raw, pieces_dir, data_bin = root / "raw", root / "pieces", root / "data-bin"
+    pieces_dir.mkdir()
+    prep = cli("xlpos-prep")
+    run_cli([prep, "synth", "--out-dir", str(raw), "--seed", "3", "--max-len", "14",
+             *[a for split, n in PIPELINE_SPLIT_SIZES.items() for a in (f"--{split}", str(n))]])
+    gold = [[int(x) for x in line.split()] for line in (raw / "train.gold-order").read_text().splitlines()]
+    (raw / "train.oracle").write_text("".join(" ".join(map(str, _ranks_of_order(o))) + "\n" for o in gold))
+    reorderer_path = root / "reorderer.model"
+    run_cli([prep, "train-reorderer", "--src", str(raw / "train.src"), "--oracle", str(raw / "train.oracle"),
+             "--model", str(reorderer_path), "--iterations", "2", "--hash-bits", "16"])
+    sentencepiece.SentencePieceTrainer.train(
+        input=f"{raw / 'train.src'},{raw / 'train.tgt'}", model_prefix=str(root / "spm"), vocab_size=200,
+        model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
+        hard_vocab_limit=False, num_threads=1)
+    spm_path = root / "spm.model"
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(spm_path))
+    reorderer = Reorderer.load(str(reorderer_path))
+    for split in PIPELINE_SPLIT_SIZES:
+        src, out = raw / f"{split}.src", pieces_dir / split
+        if split == "test":  # the offline pipeline exactly as a user runs it
+            run_cli([prep, "reorder", "--model", str(reorderer_path), "--src", str(src), "--out", f"{out}.order"])
+            run_cli([prep, "positions", "--src", str(src), "--order", f"{out}.order", "--spm", str(spm_path),
+                     "--out", f"{out}.xlpos", "--pieces-out", f"{out}.src"])
+        else:  # the same functions in-process, faster
+            sentences = [line.split() for line in src.read_text(encoding="utf-8").splitlines()]
+            orders = reorderer.reorder_batch(sentences)
+            done = [xl_positions_for_line(words, order, sp) for words, order in zip(sentences, orders)]
+            Path(f"{out}.order").write_text("".join(" ".join(map(str, o)) + "\n" for o in orders))
+            Path(f"{out}.xlpos").write_text("".join(" ".join(map(str, p)) + "\n" for _, p in done))
+            Path(f"{out}.src").write_text("".join(" ".join(p) + "\n" for p, _ in done), encoding="utf-8")
+        targets = (raw / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
+        Path(f"{out}.tgt").write_text("".join(" ".join(sp.encode(t, out_type=str)) + "\n" for t in targets),
+                                      encoding="utf-8")
+    run_cli([cli("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--destdir", str(data_bin),
+             "--joined-dictionary", "--workers", "1",
+             *[a for split in PIPELINE_SPLIT_SIZES for a in (f"--{split}pref", str(pieces_dir / split))]])
+    for split in PIPELINE_SPLIT_SIZES:
+        binarize_xl_positions(str(pieces_dir / f"{split}.xlpos"), str(data_bin), split, "src", "tgt", progress=False)
+    return PipelineCorpus(root, raw, pieces_dir, reorderer_path, spm_path, data_bin)
+
+
+@dataclass(frozen=True)
+class PipelineModel:
+    corpus: PipelineCorpus
+    save_dir: Path
+    log: str
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.save_dir / "checkpoint_best.pt"
+
+
+@pytest.fixture(scope="session")
+def pipeline_model(pipeline_corpus, tmp_path_factory) -> PipelineModel:
+    """transformer_xlpos (InXL) trained with --xl-reorderer/--xl-spm on the pipeline corpus. The model files are
+    given from a directory that is deleted after training: everything inference needs must be in the checkpoint."""
+    root = tmp_path_factory.mktemp("pipeline_model")
+    given = root / "training-time-files"
+    given.mkdir()
+    shutil.copy(pipeline_corpus.reorderer, given / "reorderer.model")
+    shutil.copy(pipeline_corpus.spm, given / "spm.model")
+    save_dir = root / "checkpoints"
+    proc = run_cli([
+        cli("fairseq-train"), str(pipeline_corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
+        "--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", "input",
+        "--xl-reorderer", str(given / "reorderer.model"), "--xl-spm", str(given / "spm.model"),
+        "--xl-word-tokenizer", "none",
+        "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+        "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
+        "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1000", "--max-update", "80",
+        "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "5", "--no-epoch-checkpoints",
+        "--save-dir", str(save_dir)], timeout=300)
+    shutil.rmtree(given)
+    return PipelineModel(pipeline_corpus, save_dir, proc.stdout + proc.stderr)
+
+
+# Raw input that must never stop fairseq-interactive: each line gets a translation or a clear message.
+HOSTILE_LINES = [
+    "",  # empty
+    "   ",  # blank
+    "a man saw the dog .",  # ordinary
+    " ".join(["the", "big", "dog", "saw", "a", "cat", "."] * 300),  # 2100 words: more than the model's 1024
+    "zorblax quuxified the flibbertigibbet .",  # unknown words
+    "a ☃ saw ü ÿ 日本語 Ω .",  # characters outside the sentencepiece and fairseq vocabularies
+    "the cat 猫 saw a Собака and a κύων .",  # mixed scripts
+    "the \u200b dog",  # a word sentencepiece normalizes away
+    "x" * 3000,  # one enormous word
+    "\t. , ; -- !! ??",  # punctuation only
+]
+# Short outputs keep the 1023-token source cheap to decode; --max-tokens below the longest input must not stop it.
+HOSTILE_DECODE = ["--beam", "2", "--max-len-a", "0", "--max-len-b", "6", "--max-tokens", "600", "--cpu"]
+
+
+@dataclass(frozen=True)
+class InteractiveRun:
+    lines: list
+    stdout: str
+    log: str  # stdout + stderr
+
+
+@pytest.fixture(scope="session")
+def hostile_interactive(pipeline_model) -> InteractiveRun:
+    """fairseq-interactive on HOSTILE_LINES with the pipeline model (exit code 0 is checked by run_cli)."""
+    proc = run_cli([cli("fairseq-interactive"), str(pipeline_model.corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
+                    "--task", "translation_xlpos", "--path", str(pipeline_model.checkpoint), *HOSTILE_DECODE],
+                   stdin="".join(line + "\n" for line in HOSTILE_LINES), timeout=300)
+    return InteractiveRun(list(HOSTILE_LINES), proc.stdout, proc.stdout + proc.stderr)

@@ -284,6 +284,20 @@ class XLPosTransformerModel(TransformerModel):
         )
 
     @classmethod
+    def hub_models(cls):
+        # fairseq's pretrained Transformer names would otherwise resolve to its own (non-XL) downloads.
+        return {}
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="checkpoint_best.pt", data_name_or_path=".",
+                        **kwargs):
+        """Load a checkpoint for translation of raw text: returns :class:`xlpos.hub.XLPosHubInterface`
+        (``translate()``, ``xl_positions()``, ``reorder()``); see :func:`xlpos.hub.from_pretrained`."""
+        from xlpos.hub import from_pretrained
+
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
+    @classmethod
     def build_model(cls, args, task):
         base_architecture(args)  # fills fairseq's options (idempotent) so that the head count is known
         xl_architecture_defaults(args)

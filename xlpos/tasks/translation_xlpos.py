@@ -3,15 +3,26 @@
 Every batch gets ``net_input["src_xl_positions"]`` (see :mod:`xlpos.data.xl_positions_dataset` for the layout):
 
 * training / fairseq-generate: from ``{split}.{S}-{T}.xlpos.{bin,idx}`` in the data-bin (``--xl-positions file``,
-  the default; make them with ``xlpos-prep binarize``) or the identity (``--xl-positions monotone``);
-* fairseq-interactive and hub ``translate()``: from :meth:`TranslationXLPosTask.xl_positions_for_inference`,
-  which sees the binarized source sentences (monotone for now; on-the-fly reordering plugs in there).
+  the default; make them with ``xlpos-prep binarize``), the identity (``--xl-positions monotone``), or the
+  reorderer run on the binarized source sentences (``--xl-positions reorder``: no ``.xlpos`` files needed);
+* fairseq-interactive and hub ``translate()``: raw text -> words (``--xl-word-tokenizer``) -> reorderer ->
+  sentencepiece pieces -> XL positions, on the fly (:mod:`xlpos.tasks.xl_inference`), unless
+  ``--xl-positions monotone``.
+
+Self-contained checkpoints: the reorderer (``--xl-reorderer``), the sentencepiece model (``--xl-spm``) and the
+word tokenizer settings given to fairseq-train are stored in every checkpoint (``task_state``, fairseq's place for
+task state; the models as bytes, a few MB), so ``fairseq-interactive DATA --user-dir xlpos --task
+translation_xlpos --path model/checkpoint_best.pt`` and ``XLPosTransformerModel.from_pretrained(model_dir)`` need
+nothing else. Options given at inference time override what the checkpoint carries.
+
+Relative model paths: an absolute path is used as given; a relative one is looked up in the model directory (hub
+``from_pretrained``: its first argument), then the data directory (first path of DATA), then the current directory.
 """
 # No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq import utils
@@ -32,10 +43,35 @@ from xlpos.data.xl_positions_dataset import (
     source_tokens_prefix,
     xl_positions_prefix,
 )
+from xlpos.tasks.xl_inference import (
+    ModelFile,
+    SentenceXLPositions,
+    SentencepieceAdapter,
+    WordTokenizerAdapter,
+    XLPositionPipeline,
+    load_reorderer,
+    load_spm,
+    model_file_from_tensor,
+    model_file_to_tensor,
+    read_reorderer_file,
+    read_spm_file,
+    resolve_model_path,
+    valid_text,
+)
+from xlpos.tokenize import DETOKENIZERS, WORD_TOKENIZERS, Detokenizer, WordTokenizer, WordTokenizerSpec
 
 logger = logging.getLogger(__name__)
 
-XL_POSITION_SOURCES = ChoiceEnum(["file", "monotone"])
+XL_POSITION_SOURCES = ChoiceEnum(["file", "monotone", "reorder"])
+WORD_TOKENIZER_CHOICES = ChoiceEnum(list(WORD_TOKENIZERS))
+DETOKENIZER_CHOICES = ChoiceEnum(list(DETOKENIZERS))
+
+STATE_KEY = "xlpos_inference"  # our entry in the checkpoint's task_state
+STATE_VERSION = 1
+REORDERER, SPM = "reorderer", "sentencepiece"
+_SETTINGS = ("word_tokenizer", "tokenizer_lang", "normalize", "lowercase", "detokenizer")
+AGREEMENT_SAMPLE = 200  # sentences of a split on which file positions are compared with the reorderer's
+AGREEMENT_WARN_BELOW = 0.9
 
 
 @dataclass
@@ -43,8 +79,50 @@ class TranslationXLPosConfig(TranslationConfig):
     xl_positions: XL_POSITION_SOURCES = field(
         default="file",
         metadata={"help": "where source XL positions come from: 'file' reads {split}.{src}-{tgt}.xlpos.{bin,idx} "
-                          "from the data directory (made by `xlpos-prep binarize`); 'monotone' uses the absolute "
-                          "positions (no reordering; for baselines and ablations)"},
+                          "from the data directory (made by `xlpos-prep binarize`) and, for raw input "
+                          "(fairseq-interactive, hub), runs the reorderer; 'reorder' runs the reorderer on the "
+                          "binarized source sentences of the data-bin splits too (no .xlpos files needed, e.g. "
+                          "fairseq-generate on a new test set); 'monotone' uses the absolute positions everywhere "
+                          "(no reordering; for baselines and ablations)"},
+    )
+    xl_reorderer: Optional[str] = field(
+        default=None,
+        metadata={"help": "reorderer model (`xlpos-prep train-reorderer`) for XL positions of raw input. Given to "
+                          "fairseq-train, it is stored in every checkpoint, so inference needs nothing else; given "
+                          "at inference, it replaces the checkpoint's. Relative paths: model dir (hub), data dir, "
+                          "then the current directory"},
+    )
+    xl_spm: Optional[str] = field(
+        default=None,
+        metadata={"help": "sentencepiece model the source pieces were made with (`xlpos-prep positions --spm`); "
+                          "stored in checkpoints like --xl-reorderer. Not needed for a word-level vocabulary"},
+    )
+    xl_word_tokenizer: Optional[WORD_TOKENIZER_CHOICES] = field(
+        default=None,
+        metadata={"help": "how raw input is split into the words the reorderer and sentencepiece were trained on, "
+                          "as the training corpus was tokenized (recipes/text_tools.py tokenize): none (input is "
+                          "already tokenized), moses (sacremoses), ja (fugashi + unidic-lite), zh (jieba); stored in "
+                          "checkpoints; default: the checkpoint's, else none"},
+    )
+    xl_tokenizer_lang: Optional[str] = field(
+        default=None,
+        metadata={"help": "language code for --xl-word-tokenizer moses; default: the checkpoint's, else the "
+                          "source language"},
+    )
+    xl_normalize: Optional[bool] = field(
+        default=None,
+        metadata={"help": "normalize raw input before word tokenization (moses: punctuation normalization; "
+                          "ja/zh: NFKC), as `text_tools.py tokenize --normalize`; stored in checkpoints"},
+    )
+    xl_lowercase: Optional[bool] = field(
+        default=None,
+        metadata={"help": "lowercase the words of raw input (for corpora trained lowercased); stored in checkpoints"},
+    )
+    xl_detokenizer: Optional[DETOKENIZER_CHOICES] = field(
+        default=None,
+        metadata={"help": "how target words are joined into text in hub translate() and the D- lines of "
+                          "fairseq-interactive: none (space-separated words), moses, ja, zh (no spaces); stored "
+                          "in checkpoints; default: the checkpoint's, else none"},
     )
 
 
@@ -61,6 +139,184 @@ class TranslationXLPosTask(TranslationTask):
     def __init__(self, cfg: TranslationXLPosConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self._warned_monotone_inference = False
+        # True when cfg is the training configuration read from a checkpoint (hub from_pretrained): its model
+        # paths are then where the files were at training time, and the copies the checkpoint carries win.
+        self._cfg_from_checkpoint = False
+        self._configured_files: Dict[str, Optional[ModelFile]] = {}  # from cfg paths, read on first use
+        self._override_files: Dict[str, ModelFile] = {}  # set_xl_inference_models (hub keyword arguments)
+        self._checkpoint_state: Optional[Dict[str, Any]] = None  # our task_state entry of the loaded checkpoint
+        self._checkpoint_files: Dict[str, ModelFile] = {}  # the model files that entry carries
+        self._state_tensors: Dict[str, Tuple[str, torch.Tensor]] = {}  # kind -> (sha256, tensor) for state_dict
+        self._pipeline: Optional[XLPositionPipeline] = None
+        self._model_max_source_positions: Optional[int] = None
+        self._external_tokenizer = None  # a fairseq --tokenizer the user chose (interactive / hub)
+        self._external_bpe = False  # the user chose a fairseq --bpe: raw text is encoded by it, not by us
+        self._inputs_seen = 0  # raw inputs encoded so far: fairseq-interactive's S-<id> numbering
+        self._word_tokenizer: Optional[WordTokenizer] = None
+
+    @classmethod
+    def setup_task(cls, cfg: TranslationXLPosConfig, **kwargs):
+        task = super().setup_task(cfg, **kwargs)
+        task._cfg_from_checkpoint = bool(kwargs.get("from_checkpoint", False))
+        if not task._cfg_from_checkpoint:
+            # Paths typed on the command line: a missing or corrupt file is an error now, not after training.
+            for kind in (REORDERER, SPM):
+                task._configured_file(kind)
+        return task
+
+    # ---- models and settings for raw input ------------------------------------------------------------------
+    def _search_dirs(self) -> List[str]:
+        return utils.split_paths(self.cfg.data)[:1] if self.cfg.data else []
+
+    def _configured_file(self, kind: str) -> Optional[ModelFile]:
+        if kind not in self._configured_files:
+            path = self.cfg.xl_reorderer if kind == REORDERER else self.cfg.xl_spm
+            option = "--xl-reorderer" if kind == REORDERER else "--xl-spm"
+            model = None
+            if path:
+                try:
+                    resolved = resolve_model_path(path, self._search_dirs(), option)
+                    model = read_reorderer_file(resolved) if kind == REORDERER else read_spm_file(resolved)
+                except (OSError, ValueError) as e:
+                    if not self._cfg_from_checkpoint:
+                        raise
+                    # A training-time path that is gone: only a problem when the checkpoint carries no copy.
+                    logger.warning("translation_xlpos: %s from the training configuration is not usable (%s)",
+                                   kind, e)
+            self._configured_files[kind] = model
+        return self._configured_files[kind]
+
+    def _checkpoint_file(self, kind: str) -> Optional[ModelFile]:
+        return self._checkpoint_files.get(kind)
+
+    def xl_model_file(self, kind: str) -> Optional[ModelFile]:
+        """The reorderer or sentencepiece model in use: given at inference > carried by the checkpoint >
+        configured path (for fairseq-train, -generate and -interactive the configured path is the command
+        line's, so it comes first)."""
+        if kind in self._override_files:
+            return self._override_files[kind]
+        if self._cfg_from_checkpoint:
+            return self._checkpoint_file(kind) or self._configured_file(kind)
+        return self._configured_file(kind) or self._checkpoint_file(kind)
+
+    def xl_setting(self, name: str):
+        """A word tokenizer setting: the command line / hub keyword > the checkpoint's > the default."""
+        value = getattr(self.cfg, "xl_" + name, None)
+        if value is None:
+            value = (self._checkpoint_state or {}).get(name)
+        if value is None:
+            value = {"word_tokenizer": "none", "detokenizer": "none", "normalize": False, "lowercase": False,
+                     "tokenizer_lang": self.cfg.source_lang or "en"}[name]
+        return value if isinstance(value, bool) else str(value)
+
+    def word_tokenizer_spec(self) -> WordTokenizerSpec:
+        return WordTokenizerSpec(kind=self.xl_setting("word_tokenizer"), lang=self.xl_setting("tokenizer_lang"),
+                                 normalize=bool(self.xl_setting("normalize")),
+                                 lowercase=bool(self.xl_setting("lowercase")))
+
+    def set_xl_inference_models(self, reorderer: Optional[str] = None, spm: Optional[str] = None,
+                                search_dirs: Sequence[str] = ()) -> None:
+        """Use these model files for raw input instead of the checkpoint's (relative paths: `search_dirs`, the
+        data directory, then the current directory)."""
+        dirs = [*search_dirs, *self._search_dirs()]
+        if reorderer is not None:
+            self._override_files[REORDERER] = read_reorderer_file(resolve_model_path(reorderer, dirs, "xl_reorderer"))
+        if spm is not None:
+            self._override_files[SPM] = read_spm_file(resolve_model_path(spm, dirs, "xl_spm"))
+        self._pipeline = None
+
+    @property
+    def xl_pipeline(self) -> XLPositionPipeline:
+        """Raw text / token ids -> XL positions, built on first use from the models and settings in effect."""
+        if self._pipeline is None:
+            reorderer_file = None if self.cfg.xl_positions == "monotone" else self.xl_model_file(REORDERER)
+            spm_file = self.xl_model_file(SPM)
+            spec = self.word_tokenizer_spec()
+            self._pipeline = XLPositionPipeline(
+                self.source_dictionary,
+                load_reorderer(reorderer_file) if reorderer_file is not None else None,
+                load_spm(spm_file) if spm_file is not None else None,
+                self._tokenize_words,
+                self._max_source_tokens(),
+            )
+            logger.info("translation_xlpos: XL positions for raw input: %s; pieces: %s; words: %s",
+                        reorderer_file.describe() if reorderer_file else
+                        ("monotone (--xl-positions monotone)" if self.cfg.xl_positions == "monotone" else
+                         "monotone (no reorderer)"),
+                        spm_file.describe() if spm_file else
+                        ("sentencepiece pieces, model unknown" if self._pipeline.uses_pieces else "whole words"),
+                        spec.describe())
+        return self._pipeline
+
+    def _tokenize_words(self, line: str) -> List[str]:
+        return self.word_tokenizer()(line)
+
+    def word_tokenizer(self) -> WordTokenizer:
+        """The word tokenizer in effect, built on first use (ja/zh import optional packages)."""
+        spec = self.word_tokenizer_spec()
+        if self._word_tokenizer is None or self._word_tokenizer.spec != spec:
+            self._word_tokenizer = WordTokenizer(spec)
+        return self._word_tokenizer
+
+    def _max_source_tokens(self) -> Optional[int]:
+        limits = [n for n in (self.cfg.max_source_positions, self._model_max_source_positions) if n]
+        return min(limits) if limits else None
+
+    # ---- checkpoints ----------------------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """fairseq's task state plus the reorderer, sentencepiece model and tokenizer settings in effect."""
+        state = dict(super().state_dict())
+        entry: Dict[str, Any] = {"version": STATE_VERSION}
+        for name in _SETTINGS:
+            entry[name] = self.xl_setting(name)
+        for kind in (REORDERER, SPM):
+            model = self.xl_model_file(kind)
+            if model is None:
+                continue
+            cached = self._state_tensors.get(kind)
+            if cached is None or cached[0] != model.sha256:
+                cached = (model.sha256, model_file_to_tensor(model))
+                self._state_tensors[kind] = cached
+            entry[kind] = cached[1]
+            entry[kind + "_path"] = model.origin
+            entry[kind + "_sha256"] = model.sha256
+        state[STATE_KEY] = entry
+        return state
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        entry = state_dict.pop(STATE_KEY, None)
+        super().load_state_dict(state_dict)
+        if entry is None:
+            return
+        if int(entry.get("version", 0)) > STATE_VERSION:
+            raise ValueError(f"this checkpoint's xlpos inference state has version {entry.get('version')}; this "
+                             f"xlpos reads up to version {STATE_VERSION}: upgrade xlpos")
+        previous = self._checkpoint_state
+        if previous is not None:  # an ensemble: every member is loaded in turn, the last one's state stays
+            for kind in (REORDERER, SPM):
+                if previous.get(kind + "_sha256") != entry.get(kind + "_sha256"):
+                    logger.warning("translation_xlpos: the ensemble's checkpoints carry different %s models; "
+                                   "using the last one's", kind)
+        self._checkpoint_state = entry
+        self._checkpoint_files = {
+            kind: model_file_from_tensor(kind, entry[kind], f"the checkpoint (trained with {entry.get(kind + '_path')})")
+            for kind in (REORDERER, SPM) if entry.get(kind) is not None}
+        self._pipeline = None
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        max_positions = model.max_positions()
+        source_max = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
+        if source_max:
+            self._model_max_source_positions = min(int(source_max), self._model_max_source_positions or int(source_max))
+        if self._pipeline is not None:
+            self._pipeline.max_source_tokens = self._max_source_tokens()
+        if not from_checkpoint and self.cfg.xl_positions != "monotone" and self.xl_model_file(REORDERER) is None:
+            logger.warning("translation_xlpos: no --xl-reorderer: checkpoints will not carry a reorderer, so "
+                           "fairseq-interactive and the hub will need --xl-reorderer (and --xl-spm) to reorder "
+                           "raw input, or use monotone XL positions")
+        return model
 
     # ---- datasets from the data-bin -------------------------------------------------------------------------
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs) -> None:
@@ -71,10 +327,46 @@ class TranslationXLPosTask(TranslationTask):
                             f"{type(pair).__name__}")
         if self.cfg.xl_positions == "monotone":
             xl, name = None, "monotone XL positions"
+        elif self.cfg.xl_positions == "reorder":
+            xl, name = self._reorder_split(split, pair), f"reorderer XL positions of split {split}"
         else:
             xl, name = self._load_split_xl_positions(split, epoch, combine)
+            self._report_agreement_with_reorderer(split, pair, xl, name)
         self.datasets[split] = LanguagePairWithXLPositionsDataset(
             pair, xl, name=name, truncate_source=self.cfg.truncate_source)
+
+    def _reorder_split(self, split: str, pair: LanguagePairDataset) -> List[torch.Tensor]:
+        pipeline = self.xl_pipeline
+        if pipeline.reorderer is None:
+            raise ValueError("--xl-positions reorder needs a reorderer: give --xl-reorderer PATH (and --xl-spm "
+                             "for a sentencepiece vocabulary), or a checkpoint trained with them")
+        logger.info("translation_xlpos: reordering the %d source sentences of split %s", len(pair.src), split)
+        return pipeline.positions_for_tokens([pair.src[i] for i in range(len(pair.src))])
+
+    def _report_agreement_with_reorderer(self, split: str, pair: LanguagePairDataset, xl, name: str) -> None:
+        """When a reorderer is in use, compare it with the file on a sample: raw input will get the reorderer's
+        positions, so a file made with another reorderer (or oracle positions) means a train/test mismatch."""
+        if self.xl_model_file(REORDERER) is None:
+            return
+        pipeline = self.xl_pipeline
+        n = min(AGREEMENT_SAMPLE, len(pair.src))
+        if n == 0 or pipeline.reorderer is None:
+            return
+        # The first n sentences in corpus order (not the shortest, which would flatter the reorderer); sentences
+        # cut by --truncate-source have fewer tokens than positions and are left out.
+        predicted = pipeline.positions_for_tokens([pair.src[i] for i in range(n)])
+        compared = [(p, xl[i].long()) for i, p in enumerate(predicted) if p.numel() == xl[i].numel()]
+        if not compared:
+            return
+        same = sum(torch.equal(p, q) for p, q in compared)
+        n, rate = len(compared), same / len(compared)
+        message = (f"translation_xlpos: the reorderer reproduces the XL positions of {same}/{n} sentences of "
+                   f"{name}")
+        if rate < AGREEMENT_WARN_BELOW:
+            logger.warning("%s: the file was not made with this reorderer and sentencepiece model (or holds oracle "
+                           "positions), so raw input at inference will see differently made positions", message)
+        else:
+            logger.info(message)
 
     def _split_data_path(self, split: str, epoch: int) -> str:
         # The same choice TranslationTask.load_dataset makes: round-robin over paths for train, first path else.
@@ -96,7 +388,13 @@ class TranslationXLPosTask(TranslationTask):
                 if k == 0:  # super().load_dataset found it with the configured --dataset-impl; we cannot
                     raise FileNotFoundError(f"binarized source of split '{split}' not found in {data_path}")
                 break
-            xl = load_xl_positions(data_path, split_k, src, tgt)
+            try:
+                xl = load_xl_positions(data_path, split_k, src, tgt)
+            except FileNotFoundError as e:
+                if self.xl_model_file(REORDERER) is not None:
+                    raise FileNotFoundError(f"{e}; or --xl-positions reorder to compute them with the reorderer "
+                                            "in use") from None
+                raise
             check_xl_positions_match_source(
                 xl.sizes, load_source_sizes(source_prefix, self.src_dict, self.cfg.dataset_impl),
                 xl_positions_prefix(data_path, split_k, src, tgt) + ".bin", source_prefix + ".bin")
@@ -105,25 +403,88 @@ class TranslationXLPosTask(TranslationTask):
                 break
         return concat_like_source(parts, self.cfg.upsample_primary), xl_positions_prefix(data_path, split, src, tgt)
 
-    # ---- inference: fairseq-interactive and hub ---------------------------------------------------------------
-    def xl_positions_for_inference(self, src_tokens: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    # ---- raw text: fairseq-interactive and hub ----------------------------------------------------------------
+    def build_tokenizer(self, args):
+        """A --tokenizer the user chose, else the word tokenizer + target detokenizer in effect."""
+        external = super().build_tokenizer(args)
+        self._external_tokenizer = external
+        if external is not None:
+            return external
+        detokenizer = Detokenizer(self.xl_setting("detokenizer"), lang=self.cfg.target_lang or "en")
+        # Built now, so a missing optional package (fugashi, jieba) stops at startup, not at the first line.
+        return WordTokenizerAdapter(self.word_tokenizer(), detokenizer)
+
+    def build_bpe(self, args):
+        """A --bpe the user chose, else the sentencepiece model in effect (None for a word-level vocabulary)."""
+        external = super().build_bpe(args)
+        self._external_bpe = external is not None
+        if external is not None:
+            return external
+        sp = self.xl_pipeline.sp
+        return SentencepieceAdapter(sp) if sp is not None else None
+
+    def _words_of_line(self, line: str) -> List[str]:
+        if self._external_tokenizer is not None:
+            return self._external_tokenizer.encode(line).split()
+        return self.word_tokenizer()(line)
+
+    def analyze_lines(self, lines: Sequence[str]) -> List[SentenceXLPositions]:
+        """Raw lines -> words, predicted order, pieces, XL positions and token ids, as translation uses them."""
+        pipeline = self.xl_pipeline
+        infos = pipeline.analyze_lines(lines, self._words_of_line, first_index=self._inputs_seen)
+        self._inputs_seen += len(lines)
+        return infos
+
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """Raw lines -> token ids. With our word tokenizer and sentencepiece model the XL positions are computed
+        from the words here (and found again by token ids in build_dataset_for_inference / inference_step);
+        with a --bpe of the user's, fairseq encodes and the positions come from the decoded pieces."""
+        pipeline = self.xl_pipeline
+        if not self._external_bpe and pipeline.can_encode_text:
+            tokens = [torch.tensor(info.token_ids, dtype=torch.long) for info in self.analyze_lines(lines)]
+        else:
+            lines = [valid_text(line)[0] for line in lines]
+            tokens, _ = super().get_interactive_tokens_and_lengths(lines, encode_fn)
+            tokens = [pipeline.truncate_tokens(t, self._inputs_seen + k) for k, t in enumerate(tokens)]
+            self._inputs_seen += len(lines)
+        return tokens, [t.numel() for t in tokens]
+
+    def xl_positions_for_inference(self, src_tokens: Sequence[torch.Tensor]) -> List[torch.Tensor]:
         """Raw 0-based XL positions (EOS excluded) for binarized source sentences that have no .xlpos file.
 
-        Extension point: on-the-fly reordering (pieces -> words -> reorderer -> piece XL positions) overrides or
-        extends this. Each input is one sentence's token ids ending with EOS (pads, if any, are ignored); each
-        output must hold one position per non-EOS token. Currently: the identity (XL = absolute positions).
+        Each input is one sentence's token ids ending with EOS (pads, if any, are ignored); each output holds one
+        position per non-EOS token. Sentences encoded from raw text by this task get the positions computed from
+        their words; others are decoded to words through the source dictionary and reordered; with
+        ``--xl-positions monotone`` or without a reorderer, the identity.
         """
-        if self.cfg.xl_positions == "file" and not self._warned_monotone_inference:
-            logger.warning("translation_xlpos: sentences given at inference time have no .xlpos file; using "
-                           "monotone XL positions (XL = absolute)")
+        if self.cfg.xl_positions == "monotone":
+            pad = self.source_dictionary.pad()
+            return [torch.arange(int(tokens.ne(pad).sum()) - 1, dtype=torch.long) for tokens in src_tokens]
+        pipeline = self.xl_pipeline
+        if pipeline.reorderer is None and not self._warned_monotone_inference:
+            logger.warning("translation_xlpos: no reorderer (the checkpoint carries none and no --xl-reorderer was "
+                           "given): monotone XL positions (XL = absolute) for input without a .xlpos file")
             self._warned_monotone_inference = True
-        pad = self.source_dictionary.pad()
-        return [torch.arange(int(tokens.ne(pad).sum()) - 1, dtype=torch.long) for tokens in src_tokens]
+        return pipeline.positions_for_tokens(src_tokens)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         pair = super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
-        return LanguagePairWithXLPositionsDataset(pair, self.xl_positions_for_inference(src_tokens),
-                                                  name="inference input XL positions")
+        dataset = LanguagePairWithXLPositionsDataset(pair, self.xl_positions_for_inference(src_tokens),
+                                                     name="inference input XL positions")
+        dataset.xl_inference_input = True  # see get_batch_iterator
+        return dataset
+
+    def get_batch_iterator(self, dataset, max_tokens=None, *args, **kwargs):
+        # fairseq refuses a sentence longer than --max-tokens with an exception, which would end
+        # fairseq-interactive (or a hub translate() of a batch): for raw input, let a batch grow to the longest
+        # sentence instead (sentences were already cut to the model's maximum length).
+        if max_tokens is not None and getattr(dataset, "xl_inference_input", False) and len(dataset) > 0:
+            longest = int(max(dataset.src_sizes))
+            if longest > max_tokens:
+                logger.warning("translation_xlpos: an input of %d tokens exceeds --max-tokens %d: batching with "
+                               "--max-tokens %d for it", longest, max_tokens, longest)
+                max_tokens = longest
+        return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
 
     def xl_positions_for_batch(self, src_tokens: torch.Tensor) -> torch.Tensor:
         """``src_xl_positions`` for a collated source batch (any padding side), via xl_positions_for_inference."""
