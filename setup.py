@@ -27,7 +27,8 @@ setup(
         "eflomal>=2,<3",
     ],
     extras_require={
-        "test": ["pytest", "pytest-timeout"],
+        # The test suite runs every recipe step, Japanese and Chinese segmentation included.
+        "test": ["pytest", "pytest-timeout", "fugashi[unidic-lite]", "jieba"],
         # Japanese and Chinese word segmentation for recipes/wat17_ja_en.sh and recipes/wmt17_zh_en.sh; both
         # bundle their dictionaries, so they work offline once installed.
         "recipes": ["fugashi[unidic-lite]", "jieba"],

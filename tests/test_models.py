@@ -334,7 +334,7 @@ def test_architectures_match_fairseq_and_build(name, ours, theirs):
     theirs(theirs_args)
     for key, value in vars(theirs_args).items():
         assert getattr(ours_args, key) == value, key
-    assert ours_args.xl_integration == "input" and ours_args.xl_fusion == "sum"
+    assert ours_args.xl_integration == "input" and ours_args.xl_fusion == "gated"
     assert ours_args.xl_heads == ours_args.encoder_attention_heads // 2 and ours_args.xl_head_layers == "0"
     # Build with the architecture's widths and heads (2+1 layers keep the test fast), in the mode that uses them.
     ours_args.encoder_layers, ours_args.decoder_layers, ours_args.xl_integration = 2, 1, "head"

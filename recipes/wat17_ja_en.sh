@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# WAT17 ASPEC Japanese <-> English (the paper's Ja => En task): Transformer-base or -big, with and without XL
+# positions.
+#
+#   ASPEC_DIR=/path/to/ASPEC/ASPEC-JE bash recipes/wat17_ja_en.sh          # Ja => En, Transformer-base
+#   ASPEC_DIR=... DIRECTION=en-ja SIZE=big bash recipes/wat17_ja_en.sh
+#
+# Data: ASPEC is distributed under a licence agreement, so this recipe cannot download it: request it at
+# https://jipsti.jst.go.jp/aspec/ and point ASPEC_DIR at the ASPEC-JE directory (train/train-{1,2,3}.txt,
+# dev/dev.txt, test/test.txt). Training files: ASPEC_TRAIN_FILES (default train-1.txt train-2.txt, the first 2M
+# pairs, ordered by alignment score). Line formats: train "score ||| doc ||| id ||| ja ||| en", dev/test
+# "doc ||| id ||| ja ||| en".
+# Pipeline: NFKC-normalized Japanese segmented with fugashi + unidic-lite, English Moses-tokenized (sacremoses),
+# cleaning, word alignment, reorderer trained on REORDER_TRAIN_LINES pairs and applied to every split, joint
+# sentencepiece, fairseq with a joined dictionary, checkpoint averaging, beam 4, length penalty 0.6.
+# Scores: tokenized BLEU and RIBES (nltk) on the output re-tokenized with the same tokenizers as the references
+# (WAT's official numbers use KyTea/JUMAN segmentation and WAT's RIBES.py, so compare with care), and detokenized
+# sacreBLEU (13a for English, character-level for Japanese).
+set -euo pipefail
+# shellcheck source=recipes/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${DIRECTION:=ja-en}"
+case $DIRECTION in ja-en|en-ja) ;; *) xl_die "DIRECTION must be ja-en or en-ja, not '$DIRECTION'" ;; esac
+SRC=${DIRECTION%-*} TGT=${DIRECTION#*-}
+: "${SIZE:=base}"
+: "${WORK:=./work/wat17_${DIRECTION}_$SIZE}"
+: "${ASPEC_DIR:=}"
+: "${ASPEC_TRAIN_FILES:=train-1.txt train-2.txt}"
+: "${CLEAN_MAX_LEN:=250}"
+: "${CLEAN_RATIO:=3}"  # words per sentence differ more between Japanese and English than between En and De
+: "${ALIGN_LINES:=1000000}"
+: "${REORDER_TRAIN_LINES:=100000}"
+: "${SPM_VOCAB:=32000}"
+: "${SPM_COVERAGE:=0.9995}"
+case $SIZE in
+  base)
+    BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
+    : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
+  big)
+    BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
+    : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
+  *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
+esac
+: "${MAX_TOKENS:=4096}"
+: "${WARMUP:=4000}"
+: "${WEIGHT_DECAY:=0.0}"
+: "${SAVE_INTERVAL_UPDATES:=1000}"
+: "${BEAM:=4}"
+: "${LENPEN:=0.6}"
+
+# 0. the licence-bound corpus must be there before anything else runs
+ASPEC_HELP="ASPEC is licence-bound and cannot be downloaded by this recipe: request it at https://jipsti.jst.go.jp/aspec/ \
+and run with ASPEC_DIR=/path/to/ASPEC/ASPEC-JE (the directory holding train/, dev/ and test/)."
+[ -n "$ASPEC_DIR" ] || xl_die "ASPEC_DIR is not set. $ASPEC_HELP"
+[ -d "$ASPEC_DIR/ASPEC-JE" ] && ASPEC_DIR=$ASPEC_DIR/ASPEC-JE
+for f in $ASPEC_TRAIN_FILES; do xl_need_file "$ASPEC_DIR/train/$f" "$ASPEC_HELP"; done
+xl_need_file "$ASPEC_DIR/dev/dev.txt" "$ASPEC_HELP"
+xl_need_file "$ASPEC_DIR/test/test.txt" "$ASPEC_HELP"
+xl_defaults
+
+raw=$WORK/raw tok=$WORK/tok
+mkdir -p "$raw" "$tok"
+
+# 1. extract the Japanese and English fields: $raw/{train,valid,test}.{ja,en}
+# xl_aspec_field FIELD FILE...: the FIELD-th (1-based) " ||| "-separated field of every line; a line without it
+# is an error naming the file and line.
+xl_aspec_field() {
+  local field=$1; shift
+  awk -F ' \\|\\|\\| ' -v field="$field" '
+    NF < field { printf "error: %s:%d: expected at least %d \" ||| \"-separated fields, found %d\n", \
+                 FILENAME, FNR, field, NF > "/dev/stderr"; exit 1 }
+    { print $field }' "$@"
+}
+train_paths=()
+for f in $ASPEC_TRAIN_FILES; do train_paths+=("$ASPEC_DIR/train/$f"); done
+xl_have "$raw/train.ja" || xl_into "$raw/train.ja" xl_aspec_field 4 "${train_paths[@]}"
+xl_have "$raw/train.en" || xl_into "$raw/train.en" xl_aspec_field 5 "${train_paths[@]}"
+for split in valid test; do
+  f=$ASPEC_DIR/dev/dev.txt
+  [ "$split" = test ] && f=$ASPEC_DIR/test/test.txt
+  xl_have "$raw/$split.ja" || xl_into "$raw/$split.ja" xl_aspec_field 3 "$f"
+  xl_have "$raw/$split.en" || xl_into "$raw/$split.en" xl_aspec_field 4 "$f"
+  xl_check_parallel "$raw/$split.ja" "$raw/$split.en"
+done
+
+# 2. segment / tokenize; clean the training pairs only
+for split in train valid test; do
+  for lang in ja en; do
+    out=$tok/$split.$lang
+    [ "$split" = train ] && out=$tok/train.unclean.$lang
+    xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+      --workers "$WORKERS"
+  done
+done
+xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
+  --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
+  --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+
+# 3. reordering, subwords, data-bin, systems
+xl_reordering
+xl_subwords
+xl_databin
+xl_train_and_translate
+
+# 4. scores: tokenized BLEU + RIBES (re-tokenized output vs tokenized reference), and detokenized sacreBLEU
+mkdir -p "$WORK/scores"
+detok_tokenize=13a
+[ "$TGT" = ja ] && detok_tokenize=char
+for system in $SYSTEMS; do
+  out=$WORK/out/$system
+  xl_have "$out/test.detok" || xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_have "$out/test.retok" || xl_text tokenize --lang "$TGT" --normalize --input "$out/test.detok" \
+    --output "$out/test.retok"
+  xl_have "$WORK/scores/$system.tok.json" || xl_text score --system "$system" --hyp "$out/test.retok" \
+    --ref "$tok/test.$TGT" --tokenize none --ribes --name tok-BLEU \
+    --label "tokenized BLEU ($([ "$TGT" = ja ] && echo "fugashi/unidic-lite" || echo "Moses") tokens, not WAT's official segmentation)" \
+    --out "$WORK/scores/$system.tok.json"
+  xl_have "$WORK/scores/$system.detok.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+    --ref "$raw/test.$TGT" --tokenize "$detok_tokenize" --name sacreBLEU \
+    --label "detokenized sacreBLEU ($detok_tokenize tokenization) vs the raw reference" \
+    --out "$WORK/scores/$system.detok.json"
+done
+xl_report "WAT17 ASPEC $SRC => $TGT, Transformer-$SIZE"

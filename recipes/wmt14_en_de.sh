@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# WMT14 English <-> German (the paper's En => De task): Transformer-base or -big with and without XL positions.
+#
+#   bash recipes/wmt14_en_de.sh                                  # En => De, Transformer-base
+#   SIZE=big bash recipes/wmt14_en_de.sh                         # Transformer-big
+#   DIRECTION=de-en bash recipes/wmt14_en_de.sh
+#   DATA=/path/to/dir bash recipes/wmt14_en_de.sh                # your own raw train.{en,de} [valid/test.{en,de}]
+#
+# Data (the 4.5M-pair setup of Vaswani et al. 2017, as in fairseq's prepare-wmt14en2de.sh):
+#   http://statmt.org/wmt13/training-parallel-europarl-v7.tgz   training/europarl-v7.de-en.{de,en}
+#   http://statmt.org/wmt13/training-parallel-commoncrawl.tgz   commoncrawl.de-en.{de,en}
+#   http://statmt.org/wmt14/training-parallel-nc-v9.tgz         training/news-commentary-v9.de-en.{de,en}
+#   validation newstest2013: sacrebleu -t wmt13 -l en-de --echo src / ref
+#   test newstest2014 (full, 3003 sentences, as Vaswani et al. and fairseq): sacrebleu -t wmt14/full -l en-de
+#   (TEST_SET=wmt14 gives sacreBLEU's filtered 2737-sentence version instead).
+# Pipeline: Moses punctuation normalization + tokenization (sacremoses), cleaning (1-CLEAN_MAX_LEN tokens, ratio
+# CLEAN_RATIO), word alignment of ALIGN_LINES pairs, reorderer trained on REORDER_TRAIN_LINES pairs and applied
+# to every split (REORDER_SHARDS parallel --shard jobs x --workers), joint BPE sentencepiece (32k), fairseq with a
+# joined dictionary, fp16 on GPU, checkpoint averaging, beam 4, length penalty 0.6.
+# Scores: detokenized sacreBLEU (with signature) and, for En => De, the tokenized compound-split BLEU that
+# Vaswani et al. and the paper report (labelled as such; not comparable with sacreBLEU).
+set -euo pipefail
+# shellcheck source=recipes/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${DIRECTION:=en-de}"
+case $DIRECTION in en-de|de-en) ;; *) xl_die "DIRECTION must be en-de or de-en, not '$DIRECTION'" ;; esac
+SRC=${DIRECTION%-*} TGT=${DIRECTION#*-}
+: "${SIZE:=base}"
+: "${WORK:=./work/wmt14_${DIRECTION}_$SIZE}"
+: "${DATA:=}"
+: "${VALID_SET:=wmt13}"
+: "${TEST_SET:=wmt14/full}"
+: "${CLEAN_MAX_LEN:=250}"
+: "${CLEAN_RATIO:=1.5}"
+: "${ALIGN_LINES:=1000000}"
+: "${REORDER_TRAIN_LINES:=100000}"
+: "${SPM_VOCAB:=32000}"
+: "${SPM_TYPE:=bpe}"
+case $SIZE in
+  base)
+    BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
+    : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
+  big)
+    BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
+    : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
+  *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
+esac
+# Tokens per update = MAX_TOKENS x UPDATE_FREQ x GPUs: the defaults give ~32k (base) / ~64k (big) on one GPU;
+# divide UPDATE_FREQ by the number of GPUs.
+: "${MAX_TOKENS:=4096}"
+: "${WARMUP:=4000}"
+: "${WEIGHT_DECAY:=0.0}"
+: "${SAVE_INTERVAL_UPDATES:=1000}"
+: "${BEAM:=4}"
+: "${LENPEN:=0.6}"
+xl_defaults
+
+raw=$WORK/raw tok=$WORK/tok
+mkdir -p "$raw" "$tok"
+
+# 1. raw training corpus: $raw/train.{en,de}
+if [ -n "$DATA" ]; then
+  for lang in en de; do
+    xl_need_file "$DATA/train.$lang" "DATA must hold raw (untokenized) train.{en,de}; valid/test.{en,de} optional."
+  done
+  # raw training text may hold empty lines: the cleaning step drops those pairs
+  xl_check_parallel --allow-empty "$DATA/train.en" "$DATA/train.de"
+  for lang in en de; do xl_have "$raw/train.$lang" || xl_into "$raw/train.$lang" cat "$DATA/train.$lang"; done
+else
+  dl=$WORK/download
+  mkdir -p "$dl"
+  for url in http://statmt.org/wmt13/training-parallel-europarl-v7.tgz \
+             http://statmt.org/wmt13/training-parallel-commoncrawl.tgz \
+             http://statmt.org/wmt14/training-parallel-nc-v9.tgz; do
+    f=$dl/$(basename "$url")
+    xl_have "$f.extracted" || { xl_log "download $url"
+      curl -fSL --retry 3 "$url" -o "$f" || xl_die "could not download $url"
+      tar -xzf "$f" -C "$dl" && touch "$f.extracted"; }
+  done
+  for lang in en de; do
+    xl_have "$raw/train.$lang" || xl_into "$raw/train.$lang" cat "$dl/training/europarl-v7.de-en.$lang" \
+      "$dl/commoncrawl.de-en.$lang" "$dl/training/news-commentary-v9.de-en.$lang"
+  done
+fi
+
+# 2. validation and test sets: $raw/{valid,test}.{en,de}
+for split in valid test; do
+  set_name=$VALID_SET
+  [ "$split" = test ] && set_name=$TEST_SET
+  for lang in en de; do
+    [ -e "$raw/$split.$lang" ] && continue
+    if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
+      xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
+    else
+      side=src
+      [ "$lang" = de ] && side=ref
+      xl_log "sacrebleu -t $set_name -l en-de --echo $side"
+      xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l en-de --echo "$side" \
+        || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{en,de} into DATA instead"
+    fi
+  done
+  xl_check_parallel "$raw/$split.en" "$raw/$split.de"
+done
+
+# 3. normalize + tokenize; clean the training pairs only (valid/test keep every line)
+for split in train valid test; do
+  for lang in en de; do
+    out=$tok/$split.$lang
+    [ "$split" = train ] && out=$tok/train.unclean.$lang
+    xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+      --workers "$WORKERS"
+  done
+done
+xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
+  --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
+  --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+
+# 4. reordering, subwords, data-bin, systems
+xl_reordering
+xl_subwords
+xl_databin
+xl_train_and_translate
+
+# 5. detokenize and score
+mkdir -p "$WORK/scores"
+for system in $SYSTEMS; do
+  out=$WORK/out/$system
+  xl_have "$out/test.detok" || xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_have "$WORK/scores/$system.bleu.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+    --ref "$raw/test.$TGT" --name sacreBLEU --label "detokenized sacreBLEU vs the raw reference" \
+    --out "$WORK/scores/$system.bleu.json"
+  if [ "$TGT" = de ]; then
+    xl_have "$WORK/scores/$system.compound.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+      --ref "$raw/test.$TGT" --compound-split --lang de --tokenize none --name cs-BLEU \
+      --label "tokenized compound-split BLEU (Moses tokenizer, ##AT##-##AT##; Vaswani et al. 2017 convention, not sacreBLEU)" \
+      --out "$WORK/scores/$system.compound.json"
+  fi
+done
+xl_report "WMT14 $SRC => $TGT ($TEST_SET), Transformer-$SIZE"

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# WMT17 Chinese <-> English (the paper's Zh => En task): Transformer-base or -big, with and without XL positions.
+#
+#   EXTRA_PARALLEL_DIR=/path/to/un+cwmt bash recipes/wmt17_zh_en.sh     # Zh => En, Transformer-base
+#   DIRECTION=en-zh SIZE=big bash recipes/wmt17_zh_en.sh
+#   DATA=/path/to/dir bash recipes/wmt17_zh_en.sh                       # your own raw train.{zh,en} [valid/test]
+#
+# Data (WMT17 constrained Zh-En, http://www.statmt.org/wmt17/translation-task.html):
+#   News Commentary v12, downloaded here:
+#     http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz  training/news-commentary-v12.zh-en.{zh,en}
+#   UN Parallel Corpus v1.0 (https://conferences.unite.un.org/UNCorpus, en-zh) and the CWMT corpora (listed on
+#   the WMT17 page, distributed after registration) need manual download: extract them into EXTRA_PARALLEL_DIR as
+#   pairs NAME.zh / NAME.en (one sentence per line); every pair there is added to the training data. Without
+#   them the recipe trains on News Commentary alone (~0.2M pairs) and says so: far less than the full task.
+#   validation newsdev2017: sacrebleu -t wmt17/dev -l zh-en --echo src / ref
+#   test newstest2017: sacrebleu -t wmt17 -l zh-en --echo src / ref
+# Pipeline: Chinese NFKC-normalized and segmented with jieba, English Moses-normalized and tokenized (sacremoses),
+# cleaning, word alignment, reorderer on REORDER_TRAIN_LINES pairs applied to every split, joint sentencepiece,
+# fairseq with a joined dictionary, checkpoint averaging, beam 4, length penalty 0.6.
+# Scores: detokenized sacreBLEU with signature (13a for English, sacreBLEU's zh tokenizer for Chinese).
+set -euo pipefail
+# shellcheck source=recipes/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${DIRECTION:=zh-en}"
+case $DIRECTION in zh-en|en-zh) ;; *) xl_die "DIRECTION must be zh-en or en-zh, not '$DIRECTION'" ;; esac
+SRC=${DIRECTION%-*} TGT=${DIRECTION#*-}
+: "${SIZE:=base}"
+: "${WORK:=./work/wmt17_${DIRECTION}_$SIZE}"
+: "${DATA:=}"
+: "${EXTRA_PARALLEL_DIR:=}"
+: "${VALID_SET:=wmt17/dev}"
+: "${TEST_SET:=wmt17}"
+: "${CLEAN_MAX_LEN:=250}"
+: "${CLEAN_RATIO:=3}"
+: "${ALIGN_LINES:=1000000}"
+: "${REORDER_TRAIN_LINES:=100000}"
+: "${SPM_VOCAB:=32000}"
+: "${SPM_COVERAGE:=0.9995}"
+case $SIZE in
+  base)
+    BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
+    : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
+  big)
+    BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
+    : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
+  *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
+esac
+: "${MAX_TOKENS:=4096}"
+: "${WARMUP:=4000}"
+: "${WEIGHT_DECAY:=0.0}"
+: "${SAVE_INTERVAL_UPDATES:=1000}"
+: "${BEAM:=4}"
+: "${LENPEN:=0.6}"
+xl_defaults
+
+raw=$WORK/raw tok=$WORK/tok
+mkdir -p "$raw" "$tok"
+
+# 1. raw training corpus: $raw/train.{zh,en}
+if [ -n "$DATA" ]; then
+  for lang in zh en; do
+    xl_need_file "$DATA/train.$lang" "DATA must hold raw (unsegmented) train.{zh,en}; valid/test.{zh,en} optional."
+  done
+  xl_check_parallel --allow-empty "$DATA/train.zh" "$DATA/train.en"
+  parts=("$DATA/train")
+else
+  dl=$WORK/download
+  mkdir -p "$dl"
+  url=http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz
+  f=$dl/$(basename "$url")
+  xl_have "$f.extracted" || { xl_log "download $url"
+    curl -fSL --retry 3 "$url" -o "$f" || xl_die "could not download $url"
+    tar -xzf "$f" -C "$dl" && touch "$f.extracted"; }
+  parts=("$dl/training/news-commentary-v12.zh-en")
+  if [ -z "$EXTRA_PARALLEL_DIR" ]; then
+    xl_log "WARNING: no EXTRA_PARALLEL_DIR: training on News Commentary v12 only; the WMT17 task also has the UN" \
+      "and CWMT corpora (see the header of this script)"
+  fi
+fi
+if [ -n "$EXTRA_PARALLEL_DIR" ]; then
+  [ -d "$EXTRA_PARALLEL_DIR" ] || xl_die "EXTRA_PARALLEL_DIR=$EXTRA_PARALLEL_DIR is not a directory"
+  for zh in "$EXTRA_PARALLEL_DIR"/*.zh; do
+    [ -e "$zh" ] || xl_die "EXTRA_PARALLEL_DIR=$EXTRA_PARALLEL_DIR holds no NAME.zh / NAME.en pairs"
+    xl_need_file "${zh%.zh}.en" "each NAME.zh in EXTRA_PARALLEL_DIR needs its NAME.en"
+    xl_check_parallel --allow-empty "$zh" "${zh%.zh}.en"
+    parts+=("${zh%.zh}")
+  done
+fi
+for lang in zh en; do
+  xl_have "$raw/train.$lang" || xl_into "$raw/train.$lang" cat "${parts[@]/%/.$lang}"
+done
+
+# 2. validation and test sets
+for split in valid test; do
+  set_name=$VALID_SET
+  [ "$split" = test ] && set_name=$TEST_SET
+  for lang in zh en; do
+    [ -e "$raw/$split.$lang" ] && continue
+    if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
+      xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
+    else
+      side=src
+      [ "$lang" = en ] && side=ref
+      xl_log "sacrebleu -t $set_name -l zh-en --echo $side"
+      xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l zh-en --echo "$side" \
+        || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{zh,en} into DATA instead"
+    fi
+  done
+  xl_check_parallel "$raw/$split.zh" "$raw/$split.en"
+done
+
+# 3. segment / tokenize; clean the training pairs only
+for split in train valid test; do
+  for lang in zh en; do
+    out=$tok/$split.$lang
+    [ "$split" = train ] && out=$tok/train.unclean.$lang
+    xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+      --workers "$WORKERS"
+  done
+done
+xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
+  --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
+  --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+
+# 4. reordering, subwords, data-bin, systems
+xl_reordering
+xl_subwords
+xl_databin
+xl_train_and_translate
+
+# 5. detokenize and score
+mkdir -p "$WORK/scores"
+bleu_tokenize=13a
+[ "$TGT" = zh ] && bleu_tokenize=zh
+for system in $SYSTEMS; do
+  out=$WORK/out/$system
+  xl_have "$out/test.detok" || xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_have "$WORK/scores/$system.bleu.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+    --ref "$raw/test.$TGT" --tokenize "$bleu_tokenize" --name sacreBLEU \
+    --label "detokenized sacreBLEU ($bleu_tokenize tokenization) vs the raw reference" \
+    --out "$WORK/scores/$system.bleu.json"
+done
+xl_report "WMT17 $SRC => $TGT ($TEST_SET), Transformer-$SIZE"
