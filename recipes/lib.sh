@@ -318,3 +318,43 @@ xl_report() {
   done
   xl_text report --title "$1" --scores "${files[@]}" --tau "$WORK/reorder/test.tau.json" --out "$WORK/results.txt"
 }
+
+# xl_tokenize_and_clean L1 L2: $WORK/raw/{train,valid,test}.L -> normalized, tokenized $WORK/tok/*.L; only the
+# training pairs are cleaned (length/ratio), valid and test keep every line.
+xl_tokenize_and_clean() {
+  local raw=$WORK/raw tok=$WORK/tok split lang out
+  for split in train valid test; do
+    for lang in "$1" "$2"; do
+      out=$tok/$split.$lang
+      [ "$split" = train ] && out=$tok/train.unclean.$lang
+      xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+        --workers "$WORKERS"
+    done
+  done
+  xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
+    --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
+    --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+}
+
+# xl_wmt_eval_sets SRC_LANG REF_LANG: $WORK/raw/{valid,test}.{SRC_LANG,REF_LANG} from DATA when it has them, else
+# fetched with sacrebleu ($VALID_SET, $TEST_SET; sacrebleu's pair is SRC_LANG-REF_LANG).
+xl_wmt_eval_sets() {
+  local raw=$WORK/raw split set_name lang side
+  for split in valid test; do
+    set_name=$VALID_SET
+    [ "$split" = test ] && set_name=$TEST_SET
+    for lang in "$1" "$2"; do
+      [ -e "$raw/$split.$lang" ] && continue
+      if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
+        xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
+      else
+        side=src
+        [ "$lang" = "$2" ] && side=ref
+        xl_log "sacrebleu -t $set_name -l $1-$2 --echo $side"
+        xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l "$1-$2" --echo "$side" \
+          || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{$1,$2} into DATA instead"
+      fi
+    done
+    xl_check_parallel "$raw/$split.$1" "$raw/$split.$2"
+  done
+}

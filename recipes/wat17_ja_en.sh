@@ -85,17 +85,7 @@ for split in valid test; do
 done
 
 # 2. segment / tokenize; clean the training pairs only
-for split in train valid test; do
-  for lang in ja en; do
-    out=$tok/$split.$lang
-    [ "$split" = train ] && out=$tok/train.unclean.$lang
-    xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
-      --workers "$WORKERS"
-  done
-done
-xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
-  --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
-  --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+xl_tokenize_and_clean ja en
 
 # 3. reordering, subwords, data-bin, systems
 xl_reordering

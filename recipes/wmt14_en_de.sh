@@ -85,36 +85,10 @@ else
 fi
 
 # 2. validation and test sets: $raw/{valid,test}.{en,de}
-for split in valid test; do
-  set_name=$VALID_SET
-  [ "$split" = test ] && set_name=$TEST_SET
-  for lang in en de; do
-    [ -e "$raw/$split.$lang" ] && continue
-    if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
-      xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
-    else
-      side=src
-      [ "$lang" = de ] && side=ref
-      xl_log "sacrebleu -t $set_name -l en-de --echo $side"
-      xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l en-de --echo "$side" \
-        || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{en,de} into DATA instead"
-    fi
-  done
-  xl_check_parallel "$raw/$split.en" "$raw/$split.de"
-done
+xl_wmt_eval_sets en de
 
 # 3. normalize + tokenize; clean the training pairs only (valid/test keep every line)
-for split in train valid test; do
-  for lang in en de; do
-    out=$tok/$split.$lang
-    [ "$split" = train ] && out=$tok/train.unclean.$lang
-    xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
-      --workers "$WORKERS"
-  done
-done
-xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
-  --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
-  --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
+xl_tokenize_and_clean en de
 
 # 4. reordering, subwords, data-bin, systems
 xl_reordering
