@@ -18,8 +18,12 @@ Pipeline per pair (every step is cached in --work and skipped when its output ex
 
 Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin), input, head, rope
 (`--task translation_xlpos --arch transformer_xlpos --xl-integration X`, the plugin's other defaults).
---ablation-oracle adds "<system>-oracle" for every selected XL system: trained and evaluated on valid with XL
-positions from the alignment oracle (ranks stably sorted) instead of the reorderer.
+--ablation-oracle adds "<system>-oracle" for every selected XL system (or name them: --systems input-oracle):
+trained and evaluated on valid with XL positions from the alignment oracle (ranks stably sorted) instead of the
+reorderer. Every XL system trained on reorderer positions is also decoded on valid with the oracle positions
+("valid@oracle-positions"): what the reorderer's test-time errors cost, without retraining.
+--no-train gathers what is there: every (system, seed) whose training has finished is scored (missing scores are
+computed) and reported, the others are left out, so runs made by several invocations end up in one JSON.
 
 Scores (sacreBLEU; signatures in the JSON): BLEU and chrF on test and valid; for ja-en/en-ja on the corpus's own
 tokenization (BLEU tokenize=none: KyTea words for Japanese, lowercased Moses-style words for English), plus RIBES
@@ -31,6 +35,7 @@ predicted order against the source order), for the plot (benchmarks/plot_bleu.py
         --work /tmp/bleu-smoke --out /tmp/bleu-smoke/results.json --plot /tmp/bleu-smoke/bleu.png
     python benchmarks/bleu.py --seeds 1,2 --ablation-oracle --out results.json --plot docs/bleu_by_length.png
     python benchmarks/bleu.py --pairs en-de --test-src my.en --test-ref my.de      # a further held-out set
+    python benchmarks/bleu.py --no-train --seeds 1,2 --systems vanilla,input,head,rope,input-oracle --out r.json
 """
 from __future__ import annotations
 
@@ -60,6 +65,7 @@ from preprocess.io import atomic_output, read_lines  # noqa: E402
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
 ORACLE_SUFFIX = "-oracle"
+VALID_ORACLE_POSITIONS = "valid@oracle-positions"
 
 
 @dataclass(frozen=True)
@@ -411,7 +417,7 @@ class PreparedPair:
     spec: PairSpec
     root: Path
     data_bin: Path
-    oracle_data_bin: Path | None
+    oracle_data_bin: Path
     eval_sets: dict = field(default_factory=dict)   # name -> EvalSet
     info: dict = field(default_factory=dict)         # for the JSON
 
@@ -601,29 +607,27 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
 
     times.step("data-bin", [data_bin], make_data_bin)
 
-    # ---- oracle ablation: the same tokens, XL positions from the oracle ranks
-    oracle_bin = None
-    if args.ablation_oracle:
-        oracle_bin = root / "data-bin-oracle"
+    # ---- oracle ablation: the same tokens, XL positions from the oracle ranks (cheap: seconds)
+    oracle_bin = root / "data-bin-oracle"
 
-        def make_oracle_bin() -> None:
-            tmp = root / "data-bin-oracle.tmp"
-            tmp.mkdir(parents=True, exist_ok=True)
-            for f in data_bin.iterdir():
-                if f.name.startswith("dict.") or (f.name.split(".")[0] in ("train", "valid")
-                                                  and ".xlpos." not in f.name):
-                    link = tmp / f.name
-                    if not link.exists():
-                        link.symlink_to(f.resolve())
-            for split in ("train", "valid"):
-                run(prep("positions", "--src", tok / f"{split}.{s}", "--oracle", oracle_dir / f"{split}.oracle",
-                         "--spm", f"{spm}.model", "--out", pieces / f"{split}.oracle.xlpos",
-                         "--workers", str(args.workers)), logs / "positions.log")
-                run(prep("binarize", "--xlpos", pieces / f"{split}.oracle.xlpos", "--data-bin", tmp, "--split",
-                         split, "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
-            tmp.replace(oracle_bin)
+    def make_oracle_bin() -> None:
+        tmp = root / "data-bin-oracle.tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        for f in data_bin.iterdir():
+            if f.name.startswith("dict.") or (f.name.split(".")[0] in ("train", "valid")
+                                              and ".xlpos." not in f.name):
+                link = tmp / f.name
+                if not link.exists():
+                    link.symlink_to(f.resolve())
+        for split in ("train", "valid"):
+            run(prep("positions", "--src", tok / f"{split}.{s}", "--oracle", oracle_dir / f"{split}.oracle",
+                     "--spm", f"{spm}.model", "--out", pieces / f"{split}.oracle.xlpos",
+                     "--workers", str(args.workers)), logs / "positions.log")
+            run(prep("binarize", "--xlpos", pieces / f"{split}.oracle.xlpos", "--data-bin", tmp, "--split",
+                     split, "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
+        tmp.replace(oracle_bin)
 
-        times.step("data-bin-oracle", [oracle_bin], make_oracle_bin)
+    times.step("data-bin-oracle", [oracle_bin], make_oracle_bin)
 
     pair = PreparedPair(spec, root, data_bin, oracle_bin)
     corpus_raw = corpus_root / "raw"
@@ -633,6 +637,11 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         refs = read_lines(str((tok if spec.pretokenized else corpus_raw) / f"{split}.{t}"))
         ref_tokens = [x.split() for x in read_lines(str(tok / f"{split}.{t}"))]
         pair.eval_sets[split] = EvalSet(split, data_bin, split, refs, ref_tokens, make_buckets(sources, orders))
+    # the reorderer-trained XL models decoding with oracle positions: how much the reorderer's test-time
+    # errors cost, without retraining (the '-oracle' systems answer the question with retraining)
+    valid = pair.eval_sets["valid"]
+    pair.eval_sets[VALID_ORACLE_POSITIONS] = EvalSet(VALID_ORACLE_POSITIONS, oracle_bin, "valid", valid.refs,
+                                                     valid.ref_tokens, None)
     for name, src_path, ref_path in extra_sets:
         pair.eval_sets[f"extra:{name}"] = prepare_extra(spec, args, root, times, name, src_path, ref_path,
                                                         model, f"{spm}.model", data_bin)
@@ -784,10 +793,17 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
 
 
 def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig,
-                       args: argparse.Namespace) -> dict:
-    """Train one system with one seed, then score it on every evaluation set (oracle systems: valid only)."""
+                       args: argparse.Namespace) -> dict | None:
+    """Train one system with one seed, then score it on every evaluation set (oracle systems: valid only).
+    With --no-train, None for a run whose training has not finished."""
+    if args.no_train and not (pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}" / "train.json").exists():
+        log(f"--no-train: {pair.spec.name} {system} seed {seed} has not been trained; left out")
+        return None
     train = train_system(pair, system, seed, cfg, args)
-    names = ["valid"] if system.endswith(ORACLE_SUFFIX) else list(pair.eval_sets)
+    if system.endswith(ORACLE_SUFFIX):
+        names = ["valid"]
+    else:  # the vanilla model ignores XL positions: its valid@oracle-positions would repeat its valid score
+        names = [n for n in pair.eval_sets if not (n == VALID_ORACLE_POSITIONS and system == "vanilla")]
     return {"train": train,
             "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
 
@@ -879,7 +895,8 @@ def print_table(results: dict) -> None:
         print(f"data: {pair['sentences']['train']} training pairs; alignment {pair['align_seconds'] or 0:.0f} s, "
               f"reorderer training {steps.get('train-reorderer') or 0:.0f} s, reordering train "
               f"{steps.get('reorder train') or 0:.0f} s (times of the run that made them)")
-        header = f"{'system':<14} {'test BLEU':>14} {'chrF':>14} {'RIBES':>14} {'dev BLEU':>14} {'train s':>9}"
+        header = (f"{'system':<14} {'test BLEU':>14} {'chrF':>14} {'RIBES':>14} {'dev BLEU':>14} "
+                  f"{'dev@oracle':>14} {'train s':>9}")
         print(header)
         print("-" * len(header))
 
@@ -893,7 +910,8 @@ def print_table(results: dict) -> None:
         for system, entry in pair["summary"].items():
             test = entry.get("test")
             print(f"{system:<14} {cell(test, 'bleu')} {cell(test, 'chrf')} {cell(test, 'ribes')} "
-                  f"{cell(entry.get('valid'), 'bleu')} {entry['train_seconds'].get('mean', 0):>9.0f}")
+                  f"{cell(entry.get('valid'), 'bleu')} {cell(entry.get(VALID_ORACLE_POSITIONS), 'bleu')} "
+                  f"{entry['train_seconds'].get('mean', 0):>9.0f}")
         for system, entry in pair["summary"].items():
             for name in entry:
                 if name.startswith("extra:"):
@@ -945,6 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default="/tmp/xlpos-bleu", help="cache directory; every step is skipped when done")
     p.add_argument("--data", default=str(DATA), help="directory holding enja/ and ende/")
     p.add_argument("--out", default="results.json", help="JSON with every figure")
+    p.add_argument("--no-train", action="store_true",
+                   help="train nothing: report (and score, where scores are missing) the runs already trained")
     p.add_argument("--prepare-only", action="store_true",
                    help="only the data steps (alignment, reorderer, XL positions, data-bin) and reordering scores")
     p.add_argument("--plot", help="also draw BLEU by length / reordering bucket to this PNG (needs matplotlib)")
@@ -994,7 +1014,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = split_list(args.pairs)
     systems = split_list(args.systems)
     seeds = [int(x) for x in split_list(args.seeds)]
-    for name, chosen, known in (("pair", pairs, PAIRS), ("system", systems, SYSTEMS)):
+    known_systems = SYSTEMS + tuple(s + ORACLE_SUFFIX for s in XL_SYSTEMS)
+    for name, chosen, known in (("pair", pairs, PAIRS), ("system", systems, known_systems)):
         bad = [x for x in chosen if x not in known]
         if bad or not chosen:
             raise SystemExit(f"unknown {name}(s) {', '.join(bad) or '(none)'}; choose from {', '.join(known)}")
@@ -1010,7 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
                       ffn_dim=args.ffn_dim, heads=args.heads, dropout=args.dropout, lr=args.lr,
                       warmup_updates=args.warmup_updates, max_tokens=args.max_tokens, max_update=args.max_update,
                       beam=args.beam)
-    all_systems = systems + ([s + ORACLE_SUFFIX for s in systems if s in XL_SYSTEMS] if args.ablation_oracle else [])
+    all_systems = systems + [s + ORACLE_SUFFIX for s in systems
+                             if args.ablation_oracle and s in XL_SYSTEMS and s + ORACLE_SUFFIX not in systems]
     results: dict = {
         "benchmark": "BLEU of XL systems vs the vanilla Transformer (benchmarks/bleu.py)",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -1025,7 +1047,9 @@ def main(argv: list[str] | None = None) -> int:
                    "reorder_lines": args.reorder_lines or "all", "work": str(Path(args.work).resolve()),
                    "threads": args.threads or "torch default", "jobs": args.jobs,
                    "xl_positions": "predicted by the BTG reorderer on every split (training included); "
-                                   "'-oracle' systems: oracle ranks from the alignment, evaluated on valid only",
+                                   "'-oracle' systems: oracle ranks from the alignment, evaluated on valid only; "
+                                   "valid@oracle-positions: the reorderer-trained systems decoding valid with "
+                                   "oracle positions",
                    "scoring": {p: {"bleu_tokenize": PAIRS[p].bleu_tokenize,
                                    "references": "corpus tokenization" if PAIRS[p].pretokenized else
                                    "raw text; hypotheses detokenized with sacremoses",
@@ -1041,7 +1065,8 @@ def main(argv: list[str] | None = None) -> int:
         done = run_jobs(jobs, lambda system, seed: train_and_evaluate(pair, system, seed, cfg, args), args.jobs)
         runs: dict = {}
         for (system, seed) in jobs:  # the order of the flags, whatever order the jobs finished in
-            runs.setdefault(system, {})[str(seed)] = done[(system, seed)]
+            if done[(system, seed)] is not None:
+                runs.setdefault(system, {})[str(seed)] = done[(system, seed)]
         results["pairs"][pair_name] = {**pair.info, "prep_seconds_this_run": round(prep_seconds, 1),
                                        "runs": runs, "summary": pair_summary(runs)}
         results["machine"] = machine_info()
