@@ -43,6 +43,16 @@ xl_check_parallel() { xl_text check-parallel "$@" || exit 1; }
 
 xl_lines() { wc -l < "$1" | tr -d ' '; }
 
+# xl_raw_text_args [normalize]: the XL checkpoint settings that let fairseq-interactive and the hub take raw $SRC
+# text: split it into words as `text_tools.py tokenize` split the corpus (sacremoses; fugashi for ja, jieba for zh),
+# with its punctuation/NFKC normalization when the recipe used --normalize, and join $TGT words back into text.
+xl_raw_text_args() {
+  local tok=moses detok=moses
+  case $SRC in ja|zh) tok=$SRC ;; esac
+  case $TGT in ja|zh) detok=$TGT ;; esac
+  echo "--xl-word-tokenizer $tok --xl-detokenizer $detok${1:+ --xl-normalize}"
+}
+
 # xl_defaults: settings every recipe shares; a recipe sets its own defaults before calling this.
 xl_defaults() {
   : "${SRC:?}" "${TGT:?}" "${WORK:?}"
@@ -59,7 +69,7 @@ xl_defaults() {
   : "${SPM_TYPE:=unigram}"
   : "${SPM_COVERAGE:=1.0}"
   : "${ARCH_ARGS:=}"               # extra model arguments, e.g. "--encoder-layers 2 --encoder-embed-dim 64"
-  : "${XL_INFERENCE_ARGS:=}"        # word tokenizer of raw input for interactive/hub, e.g. "--xl-word-tokenizer moses --xl-tokenizer-lang en"
+  : "${XL_INFERENCE_ARGS:=}"        # raw text -> words for interactive/hub; recipes on raw corpora: xl_raw_text_args
   : "${XL_ARGS:=}"                 # extra arguments for the XL systems only, e.g. "--xl-heads 4"
   : "${XL_INPUT_ARGS:=}"           # ... for xl-input only, e.g. "--xl-fusion gated"
   : "${XL_HEAD_ARGS:=}"            # ... for xl-head only

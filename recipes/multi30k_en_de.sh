@@ -28,6 +28,7 @@ XL_ARCH=transformer_xlpos_iwslt_de_en
 : "${DROPOUT:=0.3}"
 : "${AVG_LAST:=5}"
 : "${LENPEN:=1.0}"
+: "${XL_INFERENCE_ARGS=$(xl_raw_text_args)}"  # raw-text input for interactive/hub
 xl_defaults
 
 # 1. raw corpus -> $WORK/raw/{train,valid,test}.{en,de}

@@ -57,6 +57,7 @@ and run with ASPEC_DIR=/path/to/ASPEC/ASPEC-JE (the directory holding train/, de
 for f in $ASPEC_TRAIN_FILES; do xl_need_file "$ASPEC_DIR/train/$f" "$ASPEC_HELP"; done
 xl_need_file "$ASPEC_DIR/dev/dev.txt" "$ASPEC_HELP"
 xl_need_file "$ASPEC_DIR/test/test.txt" "$ASPEC_HELP"
+: "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
 xl_defaults
 
 raw=$WORK/raw tok=$WORK/tok

@@ -54,6 +54,7 @@ esac
 : "${SAVE_INTERVAL_UPDATES:=1000}"
 : "${BEAM:=4}"
 : "${LENPEN:=0.6}"
+: "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
 xl_defaults
 
 raw=$WORK/raw tok=$WORK/tok

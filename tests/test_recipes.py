@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -222,6 +223,19 @@ def test_wat17_ja_en_from_an_aspec_layout(tmp_path):
     _, scores = results(work, ["xl-input"])
     assert {"tok-BLEU", "RIBES", "sacreBLEU"} <= set(scores["xl-input"])
     assert "tok:char" in scores["xl-input"]["sacreBLEU"]["signature"]
+    # the checkpoint translates raw English as the corpus was made: Moses-normalized and tokenized in, Japanese
+    # words joined without spaces out
+    from xlpos.models.transformer_xlpos import XLPosTransformerModel
+    hub = XLPosTransformerModel.from_pretrained(str(work / "checkpoints" / "xl-input"),
+                                                checkpoint_file="checkpoint_best.pt",
+                                                data_name_or_path=str(work / "data-bin"))
+    line = "“This is a pen,” he said."
+    subprocess.run([sys.executable, str(RECIPES / "text_tools.py"), "tokenize", "--lang", "en", "--normalize",
+                    "--input", str(write(tmp_path / "raw.en", [line])), "--output", str(tmp_path / "tok.en")],
+                   check=True)
+    assert hub.tokenizer.encode(line) == (tmp_path / "tok.en").read_text().strip() != line
+    assert hub.tokenizer.decode("これ は ペン です 。") == "これはペンです。"
+    assert isinstance(hub.translate(line, beam=2), str)
 
 
 def fake_chinese(english: list[str]) -> list[str]:
