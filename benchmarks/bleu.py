@@ -885,6 +885,32 @@ def machine_info() -> dict:
     return info
 
 
+def markdown_table(results: dict) -> str:
+    """The results as one Markdown table (the README's): per pair and system, mean ± sample std over seeds."""
+    def cell(entry: dict | None, metric: str, signed: bool = False) -> str:
+        m = (entry or {}).get(metric) or {}
+        if not m.get("n"):
+            return "–"
+        text = f"{m['mean']:+.2f}" if signed else f"{m['mean']:.2f}"
+        return text + (f" ± {m['std']:.2f}" if m.get("std") is not None else "")
+
+    lines = ["| pair | system | seeds | test BLEU | Δ BLEU | test chrF | test RIBES | dev BLEU | "
+             "dev BLEU, oracle positions |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for pair_name, pair in results["pairs"].items():
+        for system, entry in pair["summary"].items():
+            test, valid = entry.get("test"), entry.get("valid")
+            delta = (test or {}).get("delta_vs_vanilla", {}).get("bleu")
+            seeds = ",".join(pair["runs"].get(system, {}))
+            oracle = (cell(valid, "bleu") if system.endswith(ORACLE_SUFFIX)
+                      else cell(entry.get(VALID_ORACLE_POSITIONS), "bleu"))
+            dev = "–" if system.endswith(ORACLE_SUFFIX) else cell(valid, "bleu")
+            lines.append(f"| {pair_name} | {system} | {seeds} | {cell(test, 'bleu')} | "
+                         f"{'–' if delta is None else f'{delta:+.2f}'} | {cell(test, 'chrf')} | "
+                         f"{cell(test, 'ribes')} | {dev} | {oracle} |")
+    return "\n".join(lines) + "\n"
+
+
 def print_table(results: dict) -> None:
     for pair_name, pair in results["pairs"].items():
         r = pair["reordering_vs_oracle"]["test"]
@@ -967,6 +993,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train nothing: report (and score, where scores are missing) the runs already trained")
     p.add_argument("--prepare-only", action="store_true",
                    help="only the data steps (alignment, reorderer, XL positions, data-bin) and reordering scores")
+    p.add_argument("--markdown", help="also write the results as a Markdown table (the README's) to this file")
     p.add_argument("--plot", help="also draw BLEU by length / reordering bucket to this PNG (needs matplotlib)")
     p.add_argument("--train-lines", type=int, default=0, help="train on the first N training lines (0: all)")
     p.add_argument("--test-lines", type=int, default=1000,
@@ -1074,6 +1101,10 @@ def main(argv: list[str] | None = None) -> int:
         write_json(Path(args.out), results)  # after every pair, so a long run shows progress
     print_table(results)
     log(f"results: {args.out}")
+    if args.markdown:
+        with atomic_output(args.markdown) as f:
+            f.write(markdown_table(results))
+        log(f"markdown table: {args.markdown}")
     if args.plot and not args.prepare_only:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from plot_bleu import plot_results

@@ -58,10 +58,11 @@ def plot_results(results: dict, out: Path) -> None:
                 lows = [m - s["min"] if s.get("n", 0) > 1 else 0 for m, s in zip(means, stats)]
                 highs = [s["max"] - m if s.get("n", 0) > 1 else 0 for m, s in zip(means, stats)]
                 xs = [i + (k - (len(systems) - 1) / 2) * width for i in range(len(stats))]
-                overall = summary[system]["test"]["bleu"]["mean"]
+                overall = summary[system]["test"]["bleu"]
                 several_seeds = any(s.get("n", 0) > 1 for s in stats)
                 ax.bar(xs, means, width, yerr=[lows, highs] if several_seeds else None, capsize=3,
-                       label=f"{system} (test BLEU {overall:.1f})")
+                       label=f"{system} (test BLEU {overall['mean']:.1f}, "
+                             f"{overall['n']} seed{'s' if overall['n'] > 1 else ''})")
             ax.set_xticks(range(len(labels)))
             ax.set_xticklabels(labels, fontsize=7)
             ax.set_xlabel(xlabel, fontsize=8)
@@ -70,10 +71,8 @@ def plot_results(results: dict, out: Path) -> None:
             ax.set_title(f"{pair_name}: BLEU by {kind}", fontsize=10)
             ax.grid(axis="y", alpha=0.3)
             ax.legend(fontsize=7)
-    seeds = results["config"]["seeds"]
     fig.suptitle(f"Test BLEU by bucket: vanilla vs the best XL system\n{results['config']['train']['max_update']} "
-                 f"updates, seed{'s' if len(seeds) > 1 else ''} {','.join(map(str, seeds))}"
-                 f"{'; error bars: min..max over seeds' if len(seeds) > 1 else ''}", fontsize=10)
+                 "updates per system; bars: mean over seeds, error bars: min..max where several", fontsize=10)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp" + out.suffix)  # same suffix: matplotlib picks the format from it

@@ -98,6 +98,21 @@ def test_summary_mean_spread_and_delta_vs_vanilla() -> None:
     assert "delta_vs_vanilla" not in summary["vanilla"]["test"]
 
 
+def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
+    def run(b: float, oracle_positions: float | None = None) -> dict:
+        ev = {"test": {"bleu": b, "chrf": 40.0}, "valid": {"bleu": b - 1}}
+        if oracle_positions is not None:
+            ev[bleu.VALID_ORACLE_POSITIONS] = {"bleu": oracle_positions}
+        return {"train": {"seconds": 10.0}, "eval": ev}
+    runs = {"vanilla": {"1": run(20.0), "2": run(22.0)}, "input": {"1": run(23.0, 25.0)},
+            "input-oracle": {"1": {"train": {"seconds": 10.0}, "eval": {"valid": {"bleu": 30.0}}}}}
+    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": bleu.pair_summary(runs)}}})
+    rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:]}
+    assert rows["vanilla"][2:5] == ["1,2", "21.00 ± 1.41", "–"]
+    assert rows["input"][2:5] == ["1", "23.00", "+2.00"] and rows["input"][-1] == "25.00 |"
+    assert rows["input-oracle"][3] == "–" and rows["input-oracle"][-2:] == ["–", "30.00 |"]
+
+
 FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
     "fairseq_cli.train | num. shared model params: 4,582,400 (num. trained: 4,582,400)",
     'train_inner | {"epoch": 1, "update": 0.5, "loss": "9.5", "wpb": "2000", "num_updates": "25", "wall": "100"}',
