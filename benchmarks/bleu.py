@@ -20,7 +20,8 @@ Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin
 (`--task translation_xlpos --arch transformer_xlpos --xl-integration X`, the plugin's other defaults).
 --ablation-oracle adds "<system>-oracle" for every selected XL system (or name them: --systems input-oracle):
 trained and evaluated on valid with XL positions from the alignment oracle (ranks stably sorted) instead of the
-reorderer. Every XL system trained on reorderer positions is also decoded on valid with the oracle positions
+reorderer. "<system>-monotone" (e.g. --systems rope-monotone) is the XL model given the source positions as XL
+positions (--xl-positions monotone): the integration's own effect, with no reordering information. Every XL system trained on reorderer positions is also decoded on valid with the oracle positions
 ("valid@oracle-positions"): what the reorderer's test-time errors cost, without retraining.
 --no-train gathers what is there: every (system, seed) whose training has finished is scored (missing scores are
 computed) and reported, the others are left out, so runs made by several invocations end up in one JSON.
@@ -66,6 +67,7 @@ SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
 ORACLE_SUFFIX = "-oracle"
 VALID_ORACLE_POSITIONS = "valid@oracle-positions"
+MONOTONE_SUFFIX = "-monotone"  # the XL model with XL positions = source positions: the mechanism without reordering
 
 
 @dataclass(frozen=True)
@@ -717,10 +719,13 @@ def system_args(system: str) -> tuple[list[str], bool]:
     the plugin's checkpoint loading is what lets torch >= 2.6 load fairseq checkpoints."""
     user_dir = ["--user-dir", str(REPO / "xlpos")]
     oracle = system.endswith(ORACLE_SUFFIX)
-    base = system[:-len(ORACLE_SUFFIX)] if oracle else system
+    monotone = system.endswith(MONOTONE_SUFFIX)
+    base = system[:-len(ORACLE_SUFFIX)] if oracle else system[:-len(MONOTONE_SUFFIX)] if monotone else system
     if base == "vanilla":
         return user_dir + ["--task", "translation", "--arch", "transformer"], False
-    return user_dir + ["--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", base], oracle
+    xl = ["--xl-positions", "monotone"] if monotone else []
+    return user_dir + ["--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", base,
+                       *xl], oracle
 
 
 def device_args() -> list[str]:
@@ -802,8 +807,9 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
     train = train_system(pair, system, seed, cfg, args)
     if system.endswith(ORACLE_SUFFIX):
         names = ["valid"]
-    else:  # the vanilla model ignores XL positions: its valid@oracle-positions would repeat its valid score
-        names = [n for n in pair.eval_sets if not (n == VALID_ORACLE_POSITIONS and system == "vanilla")]
+    else:  # vanilla and '-monotone' models ignore XL positions: valid@oracle-positions would repeat valid
+        names = [n for n in pair.eval_sets if not (n == VALID_ORACLE_POSITIONS and
+                                                   (system == "vanilla" or system.endswith(MONOTONE_SUFFIX)))]
     return {"train": train,
             "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
 
@@ -1041,7 +1047,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = split_list(args.pairs)
     systems = split_list(args.systems)
     seeds = [int(x) for x in split_list(args.seeds)]
-    known_systems = SYSTEMS + tuple(s + ORACLE_SUFFIX for s in XL_SYSTEMS)
+    known_systems = SYSTEMS + tuple(s + x for s in XL_SYSTEMS for x in (ORACLE_SUFFIX, MONOTONE_SUFFIX))
     for name, chosen, known in (("pair", pairs, PAIRS), ("system", systems, known_systems)):
         bad = [x for x in chosen if x not in known]
         if bad or not chosen:

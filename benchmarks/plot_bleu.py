@@ -23,7 +23,7 @@ def best_xl_system(summary: dict) -> str | None:
     """The XL system (reorderer positions) with the highest mean test BLEU, or None."""
     best, best_bleu = None, float("-inf")
     for system, entry in summary.items():
-        if system == "vanilla" or system.endswith("-oracle"):
+        if system == "vanilla" or system.endswith(("-oracle", "-monotone")):
             continue
         bleu = entry.get("test", {}).get("bleu", {}).get("mean")
         if bleu is not None and bleu > best_bleu:
