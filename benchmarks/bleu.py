@@ -21,8 +21,9 @@ Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin
 --ablation-oracle adds "<system>-oracle" for every selected XL system (or name them: --systems input-oracle):
 trained and evaluated on valid with XL positions from the alignment oracle (ranks stably sorted) instead of the
 reorderer. "<system>-monotone" (e.g. --systems rope-monotone) is the XL model given the source positions as XL
-positions (--xl-positions monotone): the integration's own effect, with no reordering information. Every XL system trained on reorderer positions is also decoded on valid with the oracle positions
-("valid@oracle-positions"): what the reorderer's test-time errors cost, without retraining.
+positions (--xl-positions monotone): the integration's own effect, with no reordering information. Every XL
+system trained on reorderer positions is also decoded on valid with the oracle positions ("valid@oracle-positions"):
+what the reorderer's test-time errors cost, without retraining.
 --no-train gathers what is there: every (system, seed) whose training has finished is scored (missing scores are
 computed) and reported, the others are left out, so runs made by several invocations end up in one JSON.
 
