@@ -53,6 +53,31 @@ xl_raw_text_args() {
   echo "--xl-word-tokenizer $tok --xl-detokenizer $detok${1:+ --xl-normalize}"
 }
 
+# xl_wmt_scale_defaults: the WMT-scale recipes' shared defaults (WMT14, WAT17, WMT17): Transformer base or big
+# by $SIZE with their schedules, update-based checkpoints, a sample of the corpus for alignment and the
+# reorderer, and raw-text input for interactive/hub. A recipe sets its own differences first.
+xl_wmt_scale_defaults() {
+  : "${ALIGN_LINES:=1000000}"
+  : "${REORDER_TRAIN_LINES:=100000}"
+  : "${SPM_VOCAB:=32000}"
+  case $SIZE in
+    base)
+      BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
+      : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
+    big)
+      BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
+      : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
+    *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
+  esac
+  : "${MAX_TOKENS:=4096}"
+  : "${WARMUP:=4000}"
+  : "${WEIGHT_DECAY:=0.0}"
+  : "${SAVE_INTERVAL_UPDATES:=1000}"
+  : "${BEAM:=4}"
+  : "${LENPEN:=0.6}"
+  : "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
+}
+
 # xl_defaults: settings every recipe shares; a recipe sets its own defaults before calling this.
 xl_defaults() {
   : "${SRC:?}" "${TGT:?}" "${WORK:?}"

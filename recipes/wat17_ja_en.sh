@@ -29,25 +29,8 @@ SRC=${DIRECTION%-*} TGT=${DIRECTION#*-}
 : "${ASPEC_TRAIN_FILES:=train-1.txt train-2.txt}"
 : "${CLEAN_MAX_LEN:=250}"
 : "${CLEAN_RATIO:=3}"  # words per sentence differ more between Japanese and English than between En and De
-: "${ALIGN_LINES:=1000000}"
-: "${REORDER_TRAIN_LINES:=100000}"
-: "${SPM_VOCAB:=32000}"
 : "${SPM_COVERAGE:=0.9995}"
-case $SIZE in
-  base)
-    BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
-    : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
-  big)
-    BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
-    : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
-  *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
-esac
-: "${MAX_TOKENS:=4096}"
-: "${WARMUP:=4000}"
-: "${WEIGHT_DECAY:=0.0}"
-: "${SAVE_INTERVAL_UPDATES:=1000}"
-: "${BEAM:=4}"
-: "${LENPEN:=0.6}"
+xl_wmt_scale_defaults  # SIZE base|big: architecture, schedule, alignment/reorderer/sentencepiece sizes
 
 # 0. the licence-bound corpus must be there before anything else runs
 ASPEC_HELP="ASPEC is licence-bound and cannot be downloaded by this recipe: request it at https://jipsti.jst.go.jp/aspec/ \
@@ -57,7 +40,6 @@ and run with ASPEC_DIR=/path/to/ASPEC/ASPEC-JE (the directory holding train/, de
 for f in $ASPEC_TRAIN_FILES; do xl_need_file "$ASPEC_DIR/train/$f" "$ASPEC_HELP"; done
 xl_need_file "$ASPEC_DIR/dev/dev.txt" "$ASPEC_HELP"
 xl_need_file "$ASPEC_DIR/test/test.txt" "$ASPEC_HELP"
-: "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
 xl_defaults
 
 raw=$WORK/raw tok=$WORK/tok

@@ -33,28 +33,10 @@ SRC=${DIRECTION%-*} TGT=${DIRECTION#*-}
 : "${TEST_SET:=wmt14/full}"
 : "${CLEAN_MAX_LEN:=250}"
 : "${CLEAN_RATIO:=1.5}"
-: "${ALIGN_LINES:=1000000}"
-: "${REORDER_TRAIN_LINES:=100000}"
-: "${SPM_VOCAB:=32000}"
 : "${SPM_TYPE:=bpe}"
-case $SIZE in
-  base)
-    BASELINE_ARCH=transformer_wmt_en_de XL_ARCH=transformer_xlpos_wmt_en_de
-    : "${MAX_UPDATE:=100000}" "${LR:=7e-4}" "${DROPOUT:=0.1}" "${AVG_LAST:=5}" "${UPDATE_FREQ:=8}" ;;
-  big)
-    BASELINE_ARCH=transformer_vaswani_wmt_en_de_big XL_ARCH=transformer_xlpos_vaswani_wmt_en_de_big
-    : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
-  *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
-esac
 # Tokens per update = MAX_TOKENS x UPDATE_FREQ x GPUs: the defaults give ~32k (base) / ~64k (big) on one GPU;
 # divide UPDATE_FREQ by the number of GPUs.
-: "${MAX_TOKENS:=4096}"
-: "${WARMUP:=4000}"
-: "${WEIGHT_DECAY:=0.0}"
-: "${SAVE_INTERVAL_UPDATES:=1000}"
-: "${BEAM:=4}"
-: "${LENPEN:=0.6}"
-: "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
+xl_wmt_scale_defaults  # SIZE base|big: architecture, schedule, alignment/reorderer/sentencepiece sizes
 xl_defaults
 
 raw=$WORK/raw tok=$WORK/tok
