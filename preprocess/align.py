@@ -22,12 +22,15 @@ The forward direction (eflomal's source-to-target model) is finalized before the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import tempfile
 import time
+from typing import Any, Iterator, Sequence
 
-from .io import InputError, atomic_output, check_same_length, read_lines, read_tokens
+from .io import (SEED, ExternalToolError, InputError, atomic_output, check_same_length, declare_files,
+                 float_option, int_option, private_temp_dir, read_lines, read_tokens, run_child)
 
 logger = logging.getLogger(__name__)
 
@@ -102,11 +105,49 @@ def format_links(links: list[Link]) -> str:
 def _read_eflomal_links(path: str, n_expected: int) -> list[set[Link]]:
     lines = read_lines(path)
     if len(lines) != n_expected:
-        raise RuntimeError(f"eflomal wrote {len(lines)} alignment lines for {n_expected} sentence pairs")
+        raise ExternalToolError(f"eflomal wrote {len(lines)} alignment lines for {n_expected} sentence pairs")
     result = []
     for line in lines:
         result.append({(int(i), int(j)) for i, j in (tok.split("-") for tok in line.split())})
     return result
+
+
+class _EflomalProcess:
+    """Stands in for the `subprocess` module inside eflomal's Cython wrapper, which starts the eflomal binary
+    with subprocess.run (eflomal 2.0; .call in older releases): the binary then dies with this process and is
+    killed when this process is interrupted, instead of running on as an orphan."""
+
+    @staticmethod
+    def run(args: Sequence[str], check: bool = False, **kwargs: Any) -> Any:
+        status = run_child(args, **kwargs)
+        if check and status != 0:
+            raise ExternalToolError(f"eflomal exited with status {status}")
+        return _Completed(status)
+
+    @staticmethod
+    def call(args: Sequence[str], **kwargs: Any) -> int:
+        return run_child(args, **kwargs)
+
+
+class _Completed:
+    def __init__(self, returncode: int):
+        self.returncode = returncode
+
+
+@contextlib.contextmanager
+def _eflomal_confined(directory: str) -> Iterator[None]:
+    """eflomal's temporaries (NamedTemporaryFile in the default temp dir) go to `directory`, and its binary
+    runs as a child that dies with us, for the duration of the block."""
+    import eflomal.cython as eflomal_cython
+
+    saved_tempdir, saved_subprocess = tempfile.tempdir, getattr(eflomal_cython, "subprocess", None)
+    tempfile.tempdir = directory
+    eflomal_cython.subprocess = _EflomalProcess
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved_tempdir
+        eflomal_cython.subprocess = saved_subprocess
 
 
 def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: tuple[str, ...], *, model: int = 3,
@@ -117,7 +158,9 @@ def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: 
 
     aligner = eflomal.Aligner(model=model, n_samplers=n_samplers, rel_iterations=rel_iterations,
                               null_prior=null_prior)
-    with tempfile.TemporaryDirectory(prefix="xlpos-align-") as tmp:
+    # One private directory holds our link files and eflomal's own temporaries; a SIGKILLed run's directory is
+    # removed by the next run (private_temp_dir), and the binary dies with us (_EflomalProcess).
+    with private_temp_dir("align") as tmp, _eflomal_confined(tmp):
         paths = {d: os.path.join(tmp, d) for d in directions}
         aligner.align([" ".join(s) for s in sources], [" ".join(t) for t in targets],
                       links_filename_fwd=paths.get("forward"), links_filename_rev=paths.get("reverse"),
@@ -126,8 +169,6 @@ def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: 
 
 
 def run_align(args: argparse.Namespace) -> int:
-    if not 1 <= args.max_len <= EFLOMAL_MAX_TOKENS:
-        raise ValueError(f"--max-len must be in 1..{EFLOMAL_MAX_TOKENS}, got {args.max_len}")
     sources = read_tokens(args.src, max_len=args.max_len)
     targets = read_tokens(args.tgt, max_len=args.max_len)
     check_same_length(args.src, len(sources), args.tgt, len(targets))
@@ -193,14 +234,17 @@ eflomal seeds itself from /dev/urandom (no seed option), so reruns differ slight
     parser.add_argument("--rev-out", help="also write the reverse (target-to-source) links here, as source-target")
     parser.add_argument("--model", type=int, choices=(1, 2, 3), default=3,
                         help="eflomal model: 1 IBM1, 2 +HMM, 3 +HMM+fertility (default 3)")
-    parser.add_argument("--samplers", type=int, default=3, help="independent eflomal samplers (default 3)")
-    parser.add_argument("--rel-iterations", type=float, default=1.0,
+    parser.add_argument("--samplers", type=int_option(1, 64), default=3,
+                        help="independent eflomal samplers (default 3)")
+    parser.add_argument("--rel-iterations", type=float_option(0, 100, lo_open=True), default=1.0,
                         help="eflomal iterations relative to its default schedule (default 1.0)")
-    parser.add_argument("--null-prior", type=float, default=0.2, help="eflomal NULL prior (default 0.2)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--null-prior", type=float_option(0, 1, lo_open=True), default=0.2,
+                        help="eflomal NULL prior (default 0.2)")
+    parser.add_argument("--seed", type=SEED, default=None,
                         help="accepted for the pipeline's common interface, but eflomal 2.0 cannot be seeded "
                              "(it reads /dev/urandom): a warning says so; keep the alignment file to reproduce")
-    parser.add_argument("--max-len", type=int, default=EFLOMAL_MAX_TOKENS,
+    parser.add_argument("--max-len", type=int_option(1, EFLOMAL_MAX_TOKENS), default=EFLOMAL_MAX_TOKENS,
                         help=f"reject sentences longer than this many tokens (default and maximum "
                              f"{EFLOMAL_MAX_TOKENS}: eflomal silently leaves longer sentences unaligned)")
     parser.set_defaults(run=run_align)
+    declare_files(parser, inputs=("src", "tgt"), outputs=("out", "fwd_out", "rev_out"))

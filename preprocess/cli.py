@@ -9,7 +9,7 @@ import importlib
 import logging
 import sys
 
-from .io import InputError
+from .io import OneLineParser, run_command
 
 # name -> (module, one-line help). Each module defines `configure_<name with _>(parser)`, which adds the
 # arguments and sets `parser.set_defaults(run=callable(args) -> int|None)`.
@@ -35,7 +35,7 @@ EPILOG = """examples:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="xlpos-prep", description="The xlpos reordering pipeline.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -59,12 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    try:
-        return int(args.run(args) or 0)
-    except (InputError, ValueError, FileNotFoundError) as e:
-        # One line, naming the file and line, is what a user needs; tracebacks are for bugs.
-        print(f"xlpos-prep {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    return run_command(f"xlpos-prep {args.command}", args, args.run)
 
 
 if __name__ == "__main__":

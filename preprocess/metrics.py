@@ -21,7 +21,7 @@ import logging
 import sys
 from dataclasses import asdict, dataclass
 
-from .io import InputError, atomic_output, check_same_length, read_lines
+from .io import InputError, atomic_output, check_same_length, declare_files, read_lines
 from .oracle import read_oracle
 
 logger = logging.getLogger(__name__)
@@ -165,3 +165,4 @@ monotone and reversed baselines."""
     parser.add_argument("--oracle", required=True, help="oracle ranks from `xlpos-prep oracle`")
     parser.add_argument("--json", help="also write the scores as JSON here")
     parser.set_defaults(run=run_evaluate)
+    declare_files(parser, inputs=("order", "oracle"), outputs=("json",))

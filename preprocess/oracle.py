@@ -35,7 +35,8 @@ import logging
 import re
 from dataclasses import dataclass
 
-from .io import InputError, Shard, atomic_output, check_same_length, read_lines, read_tokens
+from .io import (WORKERS, InputError, Shard, atomic_output, check_same_length, declare_files, read_lines,
+                 read_tokens, shard_option)
 from .parallel import map_in_order
 
 logger = logging.getLogger(__name__)
@@ -152,15 +153,16 @@ def order_from_ranks(ranks: list[int]) -> list[int]:
     return sorted(range(len(ranks)), key=ranks.__getitem__)
 
 
-def read_oracle(path: str, lengths: list[int] | None = None) -> list[list[int]]:
+def read_oracle(path: str, lengths: list[int] | None = None, lengths_from: str = "the source") -> list[list[int]]:
     """Oracle rank lines as written by `xlpos-prep oracle`.
 
     Every line must hold dense ranks (each of 0..max used at least once, which the metrics rely on); with
-    `lengths`, line k must hold exactly lengths[k] ranks. Errors name the file and line.
+    `lengths` (the word counts of the file `lengths_from`), line k must hold exactly lengths[k] ranks. Errors
+    name the file and line.
     """
     lines = read_lines(path)
     if lengths is not None:
-        check_same_length("the source", len(lengths), path, len(lines))
+        check_same_length(lengths_from, len(lengths), path, len(lines))
     all_ranks = []
     for lineno, line in enumerate(lines, 1):
         try:
@@ -171,7 +173,7 @@ def read_oracle(path: str, lengths: list[int] | None = None) -> list[list[int]]:
             raise InputError(path, lineno, "ranks must be dense: every rank in 0..max used at least once")
         if lengths is not None and len(ranks) != lengths[lineno - 1]:
             raise InputError(path, lineno, f"{len(ranks)} ranks for a source sentence of "
-                                           f"{lengths[lineno - 1]} words")
+                                           f"{lengths[lineno - 1]} words ({lengths_from}:{lineno})")
         all_ranks.append(ranks)
     return all_ranks
 
@@ -242,6 +244,8 @@ words by rank gives the oracle target-side order."""
     parser.add_argument("--tgt", help="tokenized target sentences; when given, target indices are range-checked")
     parser.add_argument("--attach-null", choices=ATTACH_NULL_CHOICES, default="right",
                         help="attach unaligned source words to the right (default) or left neighbour, as lader")
-    parser.add_argument("--workers", type=int, default=1, help="processes (default 1)")
-    parser.add_argument("--shard", default="0/1", help="process only contiguous shard I of N lines, e.g. 0/4")
+    parser.add_argument("--workers", type=WORKERS, default=1, help="processes (default 1)")
+    parser.add_argument("--shard", type=shard_option, default="0/1",
+                        help="process only contiguous shard I of N lines, e.g. 0/4")
     parser.set_defaults(run=run_oracle)
+    declare_files(parser, inputs=("src", "align", "tgt"), outputs=("out",))

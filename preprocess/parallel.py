@@ -7,6 +7,8 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
 
+from .io import pool_worker_setup
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -21,6 +23,7 @@ def map_in_order(fn: Callable[[Item], Result], items: Iterable[Item], *, workers
     not rerun it, because multiprocessing.Pool respawns workers whose initializer fails, forever.
     workers == 1 runs in this process; otherwise a pool of `workers` forked processes. `fn` must be a
     module-level function. Exceptions raised by `fn` propagate to the caller (InputError pickles intact).
+    Workers die with this process (PR_SET_PDEATHSIG) and ignore Ctrl-C, which this process handles.
     """
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
@@ -33,7 +36,7 @@ def map_in_order(fn: Callable[[Item], Result], items: Iterable[Item], *, workers
                 yield fn(item)
                 bar.update(1)
         else:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, pool_worker_setup) as pool:
                 for result in pool.imap(fn, items, chunksize=chunksize):
                     yield result
                     bar.update(1)

@@ -7,6 +7,9 @@ Model file: one `.npz` (numpy.savez, loaded with allow_pickle=False) holding
   weight_value    float32 values (the averaged weights used for reordering)
 and, when trained with --resumable, the raw learner state (state_index, state_weight, state_sum, float64) so
 `--resume` continues exactly where training stopped.
+The header's "complete" is false in the per-iteration snapshot `MODEL.snapshot` that `train-reorderer` keeps while
+it runs (with the learner state, for `--resume` after an interruption); the model path itself only ever receives
+the finished model. Loading an incomplete model for reordering is refused.
 
 Defaults, chosen on En->Ja and Ja->En (Tanaka, eflomal + grow-diag-final-and oracles, 5k training sentences,
 scored on 1000 held-out training sentences, not on the dev set; benchmarks/reorderer_enja.py): latent-oracle
@@ -35,7 +38,8 @@ import numpy as np
 from tqdm import tqdm
 
 from . import btg
-from .io import Shard, atomic_output, read_tokens
+from .io import (SEED, WORKERS, InputError, Shard, atomic_output, declare_files, float_option, int_option,
+                 pool_worker_setup, read_tokens, shard_option)
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +190,8 @@ class Reorderer:
     """A trained BTG reorderer. `reorder(words)` gives the source indices in predicted target order."""
 
     def __init__(self, config: ReordererConfig, weights: np.ndarray, training: dict | None = None,
-                 state: tuple[np.ndarray, np.ndarray] | None = None):
+                 state: tuple[np.ndarray, np.ndarray] | None = None, complete: bool = True,
+                 origin: str = "the model"):
         expected = (1 << config.hash_bits) * btg.N_COLUMNS
         if weights.shape != (expected,):
             raise ValueError(f"weights must have shape ({expected},), got {weights.shape}")
@@ -196,6 +201,8 @@ class Reorderer:
         self.weights = np.asarray(weights, dtype=np.float32).astype(np.float64)
         self.training = dict(training or {})
         self.state = state  # (raw weights, averaging sums) float64 when saved --resumable
+        self.complete = complete  # False: a snapshot of training that has not finished
+        self.origin = origin  # the file it was loaded from, for messages
         self.encoder = WordEncoder(config.views, config.hash_key)
 
     # --- inference -------------------------------------------------------------------------------------------
@@ -229,7 +236,8 @@ class Reorderer:
         config = asdict(self.config)
         config["features"] = list(self.config.features)
         config["views"] = list(self.config.views)
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": config, "training": self.training}
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": config, "training": self.training,
+                "complete": self.complete}
 
     def save(self, path: str) -> None:
         """Write the model atomically (temporary file + rename)."""
@@ -244,7 +252,8 @@ class Reorderer:
             np.savez(f, **arrays)
 
     @classmethod
-    def load(cls, path: str) -> "Reorderer":
+    def load(cls, path: str, allow_incomplete: bool = False) -> "Reorderer":
+        """Read a model file; a snapshot of unfinished training is refused unless `allow_incomplete`."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such model file")
         if not zipfile.is_zipfile(path):
@@ -283,7 +292,15 @@ class Reorderer:
                 state = (w, u)
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ModelFileError(f"{path}: corrupt xlpos reorderer model ({type(e).__name__}: {e})") from None
-        return cls(config, weights, header.get("training", {}), state)
+        training = header.get("training", {})
+        complete = header.get("complete", True) is not False  # models written before the flag are complete
+        if not complete and not allow_incomplete:
+            options = training.get("options", {}) if isinstance(training, dict) else {}
+            raise ModelFileError(
+                f"{path}: an incomplete reorderer (a snapshot of training stopped after "
+                f"{training.get('iterations_done', '?')} of {options.get('iterations', '?')} iterations); finish "
+                f"it with `xlpos-prep train-reorderer ... --resume`")
+        return cls(config, weights, training, state, complete=complete, origin=path)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -379,13 +396,14 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
     best = None  # (selection score, iteration, averaged weights, dev scores)
     if resume is not None:
         if resume.state is None:
-            raise ValueError("the model to resume holds no learner state: train it with --resumable")
+            raise ValueError(f"{resume.origin}: the model to resume holds no learner state: train it with "
+                             f"--resumable")
         if resume.config != config:
-            raise ValueError(f"--resume: the model was trained with {resume.config}, not {config}")
+            raise ValueError(f"{resume.origin}: --resume: the model was trained with {resume.config}, not {config}")
         prev = resume.training
         prev_opts = {k: v for k, v in prev.get("options", {}).items() if k != "iterations"}
         if prev_opts != {k: v for k, v in asdict(options).items() if k != "iterations"}:
-            raise ValueError(f"--resume: the model was trained with options {prev.get('options')}, "
+            raise ValueError(f"{resume.origin}: --resume: the model was trained with options {prev.get('options')}, "
                              f"not {asdict(options)}")
         weights, sums = (a.copy() for a in resume.state)
         counter[0] = float(prev["counter"])
@@ -455,8 +473,28 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
 def _read_corpus(src: str, oracle: str) -> tuple[list[list[str]], list[list[int]]]:
     from .oracle import read_oracle
     sentences = read_tokens(src, allow_empty=True)
-    ranks = read_oracle(oracle, [len(s) for s in sentences])
+    ranks = read_oracle(oracle, [len(s) for s in sentences], src)
     return sentences, ranks
+
+
+def snapshot_path(model_path: str) -> str:
+    """Where train-reorderer keeps the model of the last finished iteration while training runs."""
+    return model_path + ".snapshot"
+
+
+def _load_for_resume(model_path: str) -> Reorderer:
+    # An interrupted run's snapshot first (its training is further along than any finished model at the same
+    # path could be); else a finished model saved with --resumable, to train for more iterations.
+    snapshot = snapshot_path(model_path)
+    path = snapshot if os.path.exists(snapshot) else model_path
+    if not os.path.exists(path):
+        raise InputError(model_path, None, f"--resume: neither this model nor its snapshot {snapshot} exists")
+    model = Reorderer.load(path, allow_incomplete=True)
+    if model.state is None:
+        raise InputError(path, None, "--resume: the model holds no learner state; train it with --resumable "
+                                     "(snapshots of an interrupted run always have it)")
+    logger.info("resuming %s after %s iterations", path, model.training.get("iterations_done", "?"))
+    return model
 
 
 def run_train_reorderer(args: argparse.Namespace) -> int:
@@ -468,22 +506,29 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
                            loss_norm=args.loss_norm, chunk_weight=args.chunk_weight, max_len=args.max_len,
                            seed=args.seed)
     resume = None
+    snapshot = snapshot_path(args.model)
     if args.resume:
-        resume = Reorderer.load(args.model)
+        resume = _load_for_resume(args.model)
         config = resume.config  # the model's feature config wins; options must match (checked in train)
+    elif os.path.exists(snapshot):
+        logger.warning("%s: snapshot of an earlier, interrupted run; starting over (--resume would continue it)",
+                       snapshot)
     sentences, ranks = _read_corpus(args.src, args.oracle)
     dev = None
     if args.dev_src:
         dev = DevSet(*_read_corpus(args.dev_src, args.dev_oracle))
     t0 = time.perf_counter()
 
-    def save(model: Reorderer, report: IterationReport) -> None:
-        # Saved after every iteration: an interrupted run leaves a usable (and, with --resumable, resumable) model.
-        to_save = model if (args.resumable or args.resume) else Reorderer(model.config, model.weights,
-                                                                          model.training)
-        to_save.save(args.model)
+    def save_snapshot(model: Reorderer, report: IterationReport) -> None:
+        # After every iteration, under another name and marked incomplete, with the learner state: an
+        # interrupted run can be resumed, and the model path never holds a partly trained model.
+        Reorderer(model.config, model.weights, model.training, model.state, complete=False).save(snapshot)
 
-    model = train(sentences, ranks, config, options, dev, resume, on_iteration=save)
+    model = train(sentences, ranks, config, options, dev, resume, on_iteration=save_snapshot)
+    final = model if (args.resumable or args.resume) else Reorderer(model.config, model.weights, model.training)
+    final.save(args.model)
+    if os.path.exists(snapshot):
+        os.unlink(snapshot)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     logger.info("trained in %.1fs (peak memory %.0f MB)%s; wrote %s", time.perf_counter() - t0, peak_mb,
                 "" if "best_iteration" not in model.training else
@@ -499,8 +544,10 @@ def configure_train_reorderer(parser: argparse.ArgumentParser) -> None:
   xlpos-prep train-reorderer --src train.en --oracle train.oracle --model m --resumable --iterations 5
   xlpos-prep train-reorderer --src train.en --oracle train.oracle --model m --resume --iterations 10
 
-The model is written after every iteration. With --dev-src/--dev-oracle it keeps the averaged weights of the
-iteration with the best dev corpus Kendall tau + fuzzy reordering score."""
+The model file is written once, when training has finished. After every iteration the model so far is kept in
+MODEL.snapshot (marked incomplete, with the learner state): after an interruption, --resume continues from it.
+With --dev-src/--dev-oracle the model keeps the averaged weights of the iteration with the best dev corpus
+Kendall tau + fuzzy reordering score."""
     d = ReordererConfig()
     o = TrainOptions()
     parser.add_argument("--src", required=True, help="tokenized source sentences")
@@ -508,34 +555,39 @@ iteration with the best dev corpus Kendall tau + fuzzy reordering score."""
     parser.add_argument("--model", required=True, help="output model file (.npz; written atomically)")
     parser.add_argument("--dev-src", help="held-out source sentences: scored after every iteration")
     parser.add_argument("--dev-oracle", help="oracle ranks of --dev-src")
-    parser.add_argument("--iterations", type=int, default=o.iterations, help=f"passes (default {o.iterations})")
+    parser.add_argument("--iterations", type=int_option(1, 10_000), default=o.iterations,
+                        help=f"passes (default {o.iterations})")
     parser.add_argument("--loss", choices=LOSSES, default=o.loss, help=f"training loss (default {o.loss})")
     parser.add_argument("--update", choices=list(UPDATES), default=o.update,
                         help=f"online update rule (default {o.update})")
-    parser.add_argument("--pa-c", type=float, default=o.pa_c, help=f"PA-I step cap (default {o.pa_c})")
+    parser.add_argument("--pa-c", type=float_option(0, 1e6, lo_open=True), default=o.pa_c,
+                        help=f"PA-I step cap (default {o.pa_c})")
     parser.add_argument("--loss-norm", choices=LOSS_NORMS, default=o.loss_norm,
                         help=f"per-sentence loss normalization (default {o.loss_norm})")
-    parser.add_argument("--chunk-weight", type=float, default=o.chunk_weight,
+    parser.add_argument("--chunk-weight", type=float_option(0, 1e6), default=o.chunk_weight,
                         help=f"weight of a chunk break relative to a discordant pair (default {o.chunk_weight})")
-    parser.add_argument("--max-term", type=int, default=d.max_term,
+    parser.add_argument("--max-term", type=int_option(1, 64), default=d.max_term,
                         help=f"longest monotone terminal span (default {d.max_term})")
-    parser.add_argument("--max-span", type=int, default=d.max_span,
+    parser.add_argument("--max-span", type=int_option(2, 1024), default=d.max_span,
                         help=f"longest span parsed by CKY; longer sentences are chains of segments "
                              f"(default {d.max_span})")
-    parser.add_argument("--max-len", type=int, default=o.max_len,
+    parser.add_argument("--max-len", type=int_option(2, 100_000), default=o.max_len,
                         help=f"skip training sentences longer than this (default {o.max_len})")
-    parser.add_argument("--hash-bits", type=int, default=d.hash_bits,
+    parser.add_argument("--hash-bits", type=int_option(8, 28), default=d.hash_bits,
                         help=f"log2 of the hashed feature rows (default {d.hash_bits})")
     parser.add_argument("--features", default=",".join(d.features),
                         help=f"feature groups, comma-separated (default {','.join(d.features)})")
     parser.add_argument("--views", default=",".join(d.views),
                         help="word views, comma-separated: word, suffixN, prefixN (default word)")
-    parser.add_argument("--seed", type=int, default=o.seed, help=f"shuffling seed (default {o.seed})")
+    parser.add_argument("--seed", type=SEED, default=o.seed, help=f"shuffling seed (default {o.seed})")
     parser.add_argument("--resumable", action="store_true",
                         help="also store the learner state in the model, so --resume can continue training")
     parser.add_argument("--resume", action="store_true",
-                        help="continue training the --model file (saved with --resumable) up to --iterations")
+                        help="continue an interrupted run from MODEL.snapshot, or the --model file (saved with "
+                             "--resumable), up to --iterations")
     parser.set_defaults(run=run_train_reorderer)
+    declare_files(parser, inputs=("src", "oracle", "dev_src", "dev_oracle"), outputs=("model",),
+                  derived_outputs=lambda args: [("the snapshot of --model", snapshot_path(args.model))])
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -546,6 +598,7 @@ _worker_model: Reorderer | None = None
 
 def _init_reorder_worker(model_path: str) -> None:
     global _worker_model
+    pool_worker_setup()
     _worker_model = Reorderer.load(model_path)
 
 
@@ -619,6 +672,8 @@ format). Tree file: per line the BTG derivation, (S A B) straight, (I A B) inver
     parser.add_argument("--src", required=True, help="tokenized source sentences")
     parser.add_argument("--out", required=True, help="output order file (written atomically)")
     parser.add_argument("--trees", help="also write the bracketed BTG trees here")
-    parser.add_argument("--workers", type=int, default=1, help="processes (default 1)")
-    parser.add_argument("--shard", default="0/1", help="process only contiguous shard I of N lines, e.g. 0/4")
+    parser.add_argument("--workers", type=WORKERS, default=1, help="processes (default 1)")
+    parser.add_argument("--shard", type=shard_option, default="0/1",
+                        help="process only contiguous shard I of N lines, e.g. 0/4")
     parser.set_defaults(run=run_reorder)
+    declare_files(parser, inputs=("model", "src"), outputs=("out", "trees"))

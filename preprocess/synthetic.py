@@ -27,7 +27,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from .io import atomic_output
+from .io import SEED, atomic_output, declare_files, int_option
 
 logger = logging.getLogger(__name__)
 
@@ -340,13 +340,15 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def configure_synth(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", required=True, help="output directory (created if missing)")
-    parser.add_argument("--train", type=int, default=10000, help="training sentence pairs (default 10000)")
-    parser.add_argument("--valid", type=int, default=500, help="validation sentence pairs (default 500)")
-    parser.add_argument("--test", type=int, default=500, help="test sentence pairs (default 500)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed; the same seed gives the same corpus")
-    parser.add_argument("--min-len", type=int, default=4, help="minimum source words per sentence (default 4)")
-    parser.add_argument("--max-len", type=int, default=25, help="maximum source words per sentence (default 25)")
-    parser.add_argument("--max-depth", type=int, default=3,
+    count = int_option(1, 10_000_000)
+    parser.add_argument("--train", type=count, default=10000, help="training sentence pairs (default 10000)")
+    parser.add_argument("--valid", type=count, default=500, help="validation sentence pairs (default 500)")
+    parser.add_argument("--test", type=count, default=500, help="test sentence pairs (default 500)")
+    parser.add_argument("--seed", type=SEED, default=1, help="random seed; the same seed gives the same corpus")
+    length = int_option(1, 1000)
+    parser.add_argument("--min-len", type=length, default=4, help="minimum source words per sentence (default 4)")
+    parser.add_argument("--max-len", type=length, default=25, help="maximum source words per sentence (default 25)")
+    parser.add_argument("--max-depth", type=int_option(0, 20), default=3,
                         help="maximum embedding depth of prepositional, relative and complement clauses (default 3)")
     parser.add_argument("--no-gold", action="store_true", help="do not write the gold alignments and orders")
     parser.epilog = """examples:
@@ -356,3 +358,9 @@ def configure_synth(parser: argparse.ArgumentParser) -> None:
 writes {train,valid,test}.src (English-like SVO), .tgt (head-final, Japanese-like), .gold-align (Pharaoh i-j,
 0-based) and .gold-order (source indices in target order, lader's order format)."""
     parser.set_defaults(run=run_synth)
+    declare_files(parser, output_dirs=("out_dir",), derived_outputs=_synth_outputs)
+
+
+def _synth_outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    suffixes = ("src", "tgt") if args.no_gold else ("src", "tgt", "gold-align", "gold-order")
+    return [("--out-dir", os.path.join(args.out_dir, f"{split}.{suffix}")) for split in SPLITS for suffix in suffixes]

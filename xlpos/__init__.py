@@ -11,6 +11,7 @@ from . import checkpoint
 checkpoint.install()
 
 from . import data, models, tasks  # noqa: E402  (registration needs fairseq, after the loading fix)
+from . import interactive_input  # noqa: E402,F401  (fairseq-interactive: invalid UTF-8 never stops the loop)
 from .hub import XLPosHubInterface, from_pretrained  # noqa: E402
 from .models import XLPosTransformerModel  # noqa: E402
 

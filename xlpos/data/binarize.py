@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from preprocess.io import InputError, read_lines
+from preprocess.io import InputError, declare_files, read_lines, remove_stale_temporaries, writer_tag
 from xlpos.data.xl_positions_dataset import source_tokens_prefix, xl_positions_prefix
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,10 @@ def parse_positions(line: str, path: str, line_no: int, expected: int) -> np.nda
         # int() would also accept '+3', '1_0' and non-ASCII digits; a positions file has none of those.
         if not (digits.isascii() and digits.isdigit()):
             raise InputError(path, line_no, f"{token!r} is not an integer")
+        # A position is below the sentence length; the bound also keeps int64 from overflowing on 23 digits.
+        if len(digits) > 18:
+            raise InputError(path, line_no, f"position {token[:24]}{'...' if len(token) > 24 else ''} is out of "
+                                            f"range [0, {expected})")
         values.append(int(token))
     if len(values) != expected:
         raise InputError(path, line_no, f"{len(values)} positions but the binarized source sentence has "
@@ -102,12 +106,14 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
     max_position = int(source_sizes.max()) - 1 if len(source_sizes) else 0
     dtype = best_fitting_int_dtype(max_position)
     prefix = xl_positions_prefix(data_bin, split, source_lang, target_lang)
+    for ext in (".bin", ".idx"):  # those of a killed run (the pid in the name is dead)
+        remove_stale_temporaries(data_bin, f".{os.path.basename(prefix)}{ext}.", ".tmp")
     temps: list[str] = []
     builder = None
     try:
         # Unique temp names in the target directory (so the final rename is atomic), created by the builder
         # itself so the files get the usual permissions (mkstemp would make them owner-only).
-        tag = f"{os.getpid()}.{secrets.token_hex(4)}"
+        tag = f"{writer_tag()}.{secrets.token_hex(4)}"
         temps = [os.path.join(data_bin, f".{os.path.basename(prefix)}{ext}.{tag}.tmp") for ext in (".bin", ".idx")]
         builder = MMapIndexedDatasetBuilder(temps[0], dtype=dtype)
         total = 0
@@ -151,3 +157,9 @@ def configure_binarize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.epilog = EPILOG
     parser.set_defaults(run=_run)
+    declare_files(parser, inputs=("xlpos",), input_dirs=("data_bin",), derived_outputs=_outputs)
+
+
+def _outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    prefix = xl_positions_prefix(args.data_bin, args.split, args.source_lang, args.target_lang)
+    return [("the binarized positions", prefix + ext) for ext in (".bin", ".idx")]
