@@ -217,14 +217,24 @@ class StepTimes:
         self.times: dict[str, float] = read_json(path) if path.exists() else {}
 
     def step(self, name: str, outputs: Sequence[Path], make: Callable[[], None]) -> float | None:
-        if all(p.exists() for p in outputs):
-            log(f"skip {name}: {outputs[0]}{' ...' if len(outputs) > 1 else ''} exists")
+        # Done means completed (OUTPUT.done written after the outputs, preprocess.io; recipes/lib.sh's xl_step
+        # applies the same rule): an output alone may be what a killed run left.
+        from preprocess.io import finish_step, start_step, step_done
+        # A time is recorded only once a step completed, so a recorded step of a run made before the markers
+        # existed is complete too: mark it.
+        if step_done(outputs) or (name in self.times and all(p.exists() for p in outputs)):
+            finish_step(outputs, name)
+            log(f"skip {name}: {outputs[0]}{' ...' if len(outputs) > 1 else ''} done")
             return self.times.get(name)
+        start_step(outputs)
+        if self.times.pop(name, None) is not None:
+            write_json(self.path, self.times)
         t0 = time.perf_counter()
         make()
         missing = [str(p) for p in outputs if not p.exists()]
         if missing:
             raise SystemExit(f"step {name} did not produce {', '.join(missing)}")
+        finish_step(outputs, name)
         self.times[name] = round(time.perf_counter() - t0, 2)
         write_json(self.path, self.times)
         return self.times[name]

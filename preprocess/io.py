@@ -223,8 +223,10 @@ def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGKILL) ->
 
 def pool_worker_setup() -> None:
     """Initializer of every worker pool: die with the parent; leave Ctrl-C to the parent, which stops the pool
-    (otherwise every worker prints its own KeyboardInterrupt traceback)."""
+    (otherwise every worker prints its own KeyboardInterrupt traceback); die quietly on SIGTERM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Pool.terminate() stops workers with SIGTERM: the default action, not the parent's unwinding handler.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
 
 

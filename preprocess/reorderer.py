@@ -525,7 +525,10 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
         Reorderer(model.config, model.weights, model.training, model.state, complete=False).save(snapshot)
 
     model = train(sentences, ranks, config, options, dev, resume, on_iteration=save_snapshot)
-    final = model if (args.resumable or args.resume) else Reorderer(model.config, model.weights, model.training)
+    # The learner state stays in the final model when asked for, or when extending a finished --resumable model;
+    # a run resumed from its snapshot ends as the uninterrupted run would.
+    keep_state = args.resumable or (resume is not None and resume.complete)
+    final = model if keep_state else Reorderer(model.config, model.weights, model.training)
     final.save(args.model)
     if os.path.exists(snapshot):
         os.unlink(snapshot)

@@ -9,7 +9,9 @@
 #     xl_databin       fairseq-preprocess (joined dictionary) + binarized XL positions
 #     xl_train SYSTEM  baseline | xl-input | xl-head | xl-rope
 #     xl_translate SYSTEM   [checkpoint averaging] -> fairseq-generate on test -> $WORK/out/SYSTEM/test.words
-# Every step skips when its output exists, so an interrupted recipe resumes where it stopped; delete an output
+# Every step skips when it completed: its outputs exist with OUTPUT.done beside them, written only after the step
+# succeeded (xl_step; preprocess/io.py step_done/finish_step is the same rule in Python, for benchmarks/bleu.py).
+# So a recipe killed at any moment and rerun gives what an uninterrupted run gives; delete an output or its .done
 # (or all of $WORK) to redo a step. Outputs are written to a temporary name and renamed when complete.
 
 XL_RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,17 +22,44 @@ xl_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 xl_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 xl_text() { "${XL_TEXT_TOOLS[@]}" "$@"; }
 
-# xl_have PATH...: true (and says so) when every PATH exists, i.e. the step that makes them already ran.
+# xl_have OUTPUT...: true (and says so) when the step making every OUTPUT completed: OUTPUT and OUTPUT.done exist.
+# An output without its .done may be a killed run's (a partly written directory, a model of some iterations).
 xl_have() {
   local p
-  for p in "$@"; do [ -e "$p" ] || return 1; done
-  xl_log "skip: $* exists"
+  for p in "$@"; do { [ -e "$p" ] && [ -e "$p.done" ]; } || return 1; done
+  xl_log "skip: $* (done)"
 }
 
-# xl_into OUT CMD...: run CMD with stdout into OUT, atomically (temporary file, renamed on success).
+# xl_step OUTPUT... -- CMD...: the step CMD makes OUTPUT...; skipped when xl_have OUTPUT..., else run and, when it
+# succeeds and every OUTPUT exists, marked done.
+xl_step() {
+  local outs=() p
+  while [ "$#" -gt 0 ] && [ "$1" != -- ]; do outs+=("$1"); shift; done
+  [ "$#" -gt 1 ] || xl_die "xl_step ${outs[*]}: no '-- COMMAND'"
+  shift
+  xl_have "${outs[@]}" && return 0
+  for p in "${outs[@]}"; do rm -f "$p.done"; done
+  "$@" || return
+  xl_done "${outs[@]}"
+}
+
+# xl_done OUTPUT...: mark outputs complete, after the step that made them succeeded.
+xl_done() {
+  local p
+  for p in "$@"; do
+    [ -e "$p" ] || xl_die "$p was not written by the step that should make it"
+    echo done > "$p.done"
+  done
+}
+
+# xl_into OUT CMD...: run CMD with stdout into OUT, atomically (temporary file, renamed on success). Temporaries of
+# killed runs (OUT.tmp.PID with PID dead) are removed first, so they do not accumulate.
 xl_into() {
-  local out=$1; shift
+  local out=$1 t; shift
   mkdir -p "$(dirname "$out")"
+  for t in "$out".tmp.*; do
+    [ -e "$t" ] && ! kill -0 "${t##*.}" 2>/dev/null && rm -f "$t"
+  done
   "$@" > "$out.tmp.$$" || { rm -f "$out.tmp.$$"; return 1; }
   mv "$out.tmp.$$" "$out"
 }
@@ -127,6 +156,12 @@ xl_defaults() {
   else
     XL_DEVICE_ARGS=(--cpu)
   fi
+  # A WORK made before steps left .done markers: its trained models would be paired with redone (and, eflomal
+  # being unseeded, different) data. Say so instead of mixing them.
+  if [ -e "$WORK/data-bin/preprocess.done" ] && [ ! -e "$WORK/data-bin.done" ]; then
+    xl_die "$WORK was made by an older xlpos whose steps left no completion markers (OUTPUT.done): delete it, or \
+move it away, and rerun"
+  fi
   command -v xlpos-prep >/dev/null || xl_die "xlpos-prep not found: install xlpos first (pip install -e .)"
   command -v fairseq-train >/dev/null || xl_die "fairseq-train not found: install xlpos first (pip install -e .)"
   mkdir -p "$WORK"
@@ -163,29 +198,36 @@ xl_reordering() {
     xl_into "$r/align-input.$SRC" cat <(head -n "$n_align" "$tok/train.$SRC") "$tok/test.$SRC"
     xl_into "$r/align-input.$TGT" cat <(head -n "$n_align" "$tok/train.$TGT") "$tok/test.$TGT"
     xlpos-prep align --src "$r/align-input.$SRC" --tgt "$r/align-input.$TGT" --out "$r/align.txt" --seed "$SEED"
+    xl_done "$r/align.txt"
   fi
   [ "$(xl_lines "$r/align.txt")" = $((n_align + n_test)) ] \
     || xl_die "$r/align.txt does not have $n_align + $n_test lines: the corpus changed since it was made; delete $r"
-  xl_have "$r/train.align" || xl_into "$r/train.align" head -n "$n_reorder" "$r/align.txt"
-  xl_have "$r/test.align" || xl_into "$r/test.align" tail -n "$n_test" "$r/align.txt"
-  xl_have "$r/train.src" || xl_into "$r/train.src" head -n "$n_reorder" "$tok/train.$SRC"
+  xl_step "$r/train.align" -- xl_into "$r/train.align" head -n "$n_reorder" "$r/align.txt"
+  xl_step "$r/test.align" -- xl_into "$r/test.align" tail -n "$n_test" "$r/align.txt"
+  xl_step "$r/train.src" -- xl_into "$r/train.src" head -n "$n_reorder" "$tok/train.$SRC"
 
-  xl_have "$r/train.oracle" || xlpos-prep oracle --src "$r/train.src" --align "$r/train.align" \
+  xl_step "$r/train.oracle" -- xlpos-prep oracle --src "$r/train.src" --align "$r/train.align" \
     --out "$r/train.oracle" --workers "$WORKERS"
-  xl_have "$r/test.oracle" || xlpos-prep oracle --src "$tok/test.$SRC" --align "$r/test.align" \
+  xl_step "$r/test.oracle" -- xlpos-prep oracle --src "$tok/test.$SRC" --align "$r/test.align" \
     --out "$r/test.oracle" --workers "$WORKERS"
 
-  if ! xl_have "$r/reorderer.model"; then
-    xl_log "train-reorderer: $n_reorder sentences, $REORDER_ITERATIONS iterations"
-    # shellcheck disable=SC2086
-    xlpos-prep train-reorderer --src "$r/train.src" --oracle "$r/train.oracle" --model "$r/reorderer.model" \
-      --iterations "$REORDER_ITERATIONS" ${REORDER_LOSS:+--loss "$REORDER_LOSS"} $REORDER_ARGS
-  fi
+  xl_step "$r/reorderer.model" -- xl_train_reorderer "$n_reorder"
   # The model's own predictions on every split, training included: training and test then see the same kind
   # of XL positions (DESIGN.md).
   for split in train valid test; do xl_reorder_split "$split"; done
-  xl_have "$r/test.tau.json" || xlpos-prep evaluate --order "$r/test.order" --oracle "$r/test.oracle" \
+  xl_step "$r/test.tau.json" -- xlpos-prep evaluate --order "$r/test.order" --oracle "$r/test.oracle" \
     --json "$r/test.tau.json"
+}
+
+# xl_train_reorderer N: train-reorderer on $WORK/reorder/train.*; a killed run's snapshot
+# (reorderer.model.snapshot) is resumed, which gives the model an uninterrupted run gives.
+xl_train_reorderer() {
+  local r=$WORK/reorder resume=()
+  [ -e "$r/reorderer.model.snapshot" ] && resume=(--resume)
+  xl_log "train-reorderer: $1 sentences, $REORDER_ITERATIONS iterations${resume:+ (resuming its snapshot)}"
+  # shellcheck disable=SC2086
+  xlpos-prep train-reorderer --src "$r/train.src" --oracle "$r/train.oracle" --model "$r/reorderer.model" \
+    --iterations "$REORDER_ITERATIONS" ${REORDER_LOSS:+--loss "$REORDER_LOSS"} $REORDER_ARGS "${resume[@]}"
 }
 
 xl_reorder_split() {
@@ -193,39 +235,40 @@ xl_reorder_split() {
   local src=$WORK/tok/$split.$SRC out=$WORK/reorder/$split.order
   xl_have "$out" && return 0
   if [ "$REORDER_SHARDS" -le 1 ]; then
-    xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out" --workers "$WORKERS"
+    xl_step "$out" -- xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out" --workers "$WORKERS"
     return 0
   fi
   # Shards are contiguous blocks of lines, so concatenating them in order gives the whole split.
   per_shard=$(( (WORKERS + REORDER_SHARDS - 1) / REORDER_SHARDS ))
   for ((i = 0; i < REORDER_SHARDS; i++)); do
-    [ -e "$out.shard$i" ] && continue
-    xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out.shard$i" \
+    xl_have "$out.shard$i" && continue
+    xl_step "$out.shard$i" -- xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out.shard$i" \
       --shard "$i/$REORDER_SHARDS" --workers "$per_shard" &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || xl_die "reordering $src failed (a --shard job)"; done
   local parts=()
   for ((i = 0; i < REORDER_SHARDS; i++)); do parts+=("$out.shard$i"); done
-  xl_into "$out" cat "${parts[@]}"
+  xl_step "$out" -- xl_into "$out" cat "${parts[@]}"
   rm -f "$out".shard*
 }
 
 # ---------------------------------------------------------------------------------------------------- subwords
 xl_subwords() {
   local tok=$WORK/tok spm=$WORK/spm/spm p=$WORK/pieces split
-  if ! xl_have "$spm.model"; then
+  if ! xl_have "$spm.model" "$spm.vocab"; then
     xl_log "sentencepiece: joint $SPM_TYPE model, vocabulary $SPM_VOCAB"
     xl_text spm-train --input "$tok/train.$SRC" "$tok/train.$TGT" --model-prefix "$spm" \
       --vocab-size "$SPM_VOCAB" --model-type "$SPM_TYPE" --character-coverage "$SPM_COVERAGE" \
       --threads "$WORKERS" --seed "$SEED"
+    xl_done "$spm.model" "$spm.vocab"
   fi
   mkdir -p "$p"
   for split in train valid test; do
     # Source pieces come from `positions`, so the pieces fairseq sees and the XL positions line up exactly.
-    xl_have "$p/$split.xlpos" "$p/$split.$SRC" || xlpos-prep positions --src "$tok/$split.$SRC" \
+    xl_step "$p/$split.xlpos" "$p/$split.$SRC" -- xlpos-prep positions --src "$tok/$split.$SRC" \
       --order "$WORK/reorder/$split.order" --spm "$spm.model" --out "$p/$split.xlpos" --pieces-out "$p/$split.$SRC"
-    xl_have "$p/$split.$TGT" || xl_text spm-encode --model "$spm.model" --input "$tok/$split.$TGT" \
+    xl_step "$p/$split.$TGT" -- xl_text spm-encode --model "$spm.model" --input "$tok/$split.$TGT" \
       --output "$p/$split.$TGT"
   done
 }
@@ -233,16 +276,16 @@ xl_subwords() {
 # ---------------------------------------------------------------------------------------------------- data-bin
 xl_databin() {
   local p=$WORK/pieces d=$XL_DATABIN split
-  if ! xl_have "$d/preprocess.done"; then
+  if ! xl_have "$d"; then
     rm -rf "$d"  # a half-made data-bin from an interrupted run
     xl_log "fairseq-preprocess: joined dictionary -> $d"
     xl_run "$WORK/logs/preprocess.log" fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
       --trainpref "$p/train" --validpref "$p/valid" --testpref "$p/test" --destdir "$d" \
       --joined-dictionary --workers "$WORKERS"
-    touch "$d/preprocess.done"
+    xl_done "$d"
   fi
   for split in train valid test; do
-    xl_have "$d/$split.$SRC-$TGT.xlpos.bin" "$d/$split.$SRC-$TGT.xlpos.idx" || xlpos-prep binarize \
+    xl_step "$d/$split.$SRC-$TGT.xlpos.bin" "$d/$split.$SRC-$TGT.xlpos.idx" -- xlpos-prep binarize \
       --xlpos "$p/$split.xlpos" --data-bin "$d" --split "$split" --source-lang "$SRC" --target-lang "$TGT"
   done
 }
@@ -259,9 +302,10 @@ xl_task_args() {
   esac
 }
 
+# A killed training run resumes from fairseq's checkpoint_last.pt in $save (fairseq's own resume).
 xl_train() {
   local system=$1 save=$WORK/checkpoints/$1 arch xl=()
-  xl_have "$save/train.done" && return 0
+  xl_have "$save" && return 0
   xl_task_args "$system"
   if [ "$system" = baseline ]; then
     arch=$BASELINE_ARCH
@@ -293,7 +337,7 @@ xl_train() {
     --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" \
     "${save_args[@]}" --seed "$SEED" --log-format simple --log-interval 50 --no-progress-bar \
     "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS
-  touch "$save/train.done"
+  xl_done "$save"
   xl_log "trained $system in $((SECONDS - start)) s"
 }
 
@@ -306,11 +350,13 @@ xl_checkpoint() {
   fi
   XL_CHECKPOINT=$save/checkpoint.avg$AVG_LAST.pt
   xl_have "$XL_CHECKPOINT" && return 0
+  rm -f "$XL_CHECKPOINT.done"
   local which=(--num-epoch-checkpoints "$AVG_LAST")
   [ "$SAVE_INTERVAL_UPDATES" -gt 0 ] && which=(--num-update-checkpoints "$AVG_LAST")
   "${PYTHON:-python}" "$XL_RECIPES_DIR/average_checkpoints.py" --inputs "$save" "${which[@]}" \
     --output "$XL_CHECKPOINT" || xl_die "could not average the last $AVG_LAST checkpoints of $save; train for \
 more updates or set AVG_LAST=1 to decode with checkpoint_best.pt"
+  xl_done "$XL_CHECKPOINT"
 }
 
 # xl_translate SYSTEM: translate the test set -> $WORK/out/SYSTEM/test.words (spm-decoded, word-tokenized).
@@ -330,10 +376,12 @@ xl_translate() {
       --max-tokens "$GEN_MAX_TOKENS" --required-batch-size-multiple 1 --seed "$SEED" "${XL_DEVICE_ARGS[@]}" \
       $GEN_ARGS 2> "$out/generate.log" \
       || { tail -n 25 "$out/generate.log" >&2; xl_die "fairseq-generate failed; log: $out/generate.log"; }
+    xl_done "$out/generate.txt"
   fi
   xl_text hypotheses --generate-output "$out/generate.txt" --expected "$(xl_lines "$WORK/tok/test.$TGT")" \
     --output "$out/test.pieces"
   xl_text spm-decode --model "$WORK/spm/spm.model" --input "$out/test.pieces" --output "$out/test.words"
+  xl_done "$out/test.words"
 }
 
 # xl_train_and_translate: every system of SYSTEMS.
@@ -362,11 +410,11 @@ xl_tokenize_and_clean() {
     for lang in "$1" "$2"; do
       out=$tok/$split.$lang
       [ "$split" = train ] && out=$tok/train.unclean.$lang
-      xl_have "$out" || xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+      xl_step "$out" -- xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
         --workers "$WORKERS"
     done
   done
-  xl_have "$tok/train.$SRC" "$tok/train.$TGT" || xl_text clean --src "$tok/train.unclean.$SRC" \
+  xl_step "$tok/train.$SRC" "$tok/train.$TGT" -- xl_text clean --src "$tok/train.unclean.$SRC" \
     --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
     --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
 }
@@ -379,7 +427,7 @@ xl_wmt_eval_sets() {
     set_name=$VALID_SET
     [ "$split" = test ] && set_name=$TEST_SET
     for lang in "$1" "$2"; do
-      [ -e "$raw/$split.$lang" ] && continue
+      xl_have "$raw/$split.$lang" && continue
       if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
         xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
       else
@@ -389,6 +437,7 @@ xl_wmt_eval_sets() {
         xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l "$1-$2" --echo "$side" \
           || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{$1,$2} into DATA instead"
       fi
+      xl_done "$raw/$split.$lang"
     done
     xl_check_parallel "$raw/$split.$1" "$raw/$split.$2"
   done

@@ -9,7 +9,8 @@
 #
 # Settings (environment variables, defaults below): DATA, WORK, SYSTEMS, SYNTH_TRAIN/VALID/TEST, MAX_UPDATE,
 # MAX_TOKENS, ARCH_ARGS, XL_ARGS, SPM_VOCAB, REORDER_ITERATIONS, WORKERS, SEED; see recipes/lib.sh for the rest.
-# Every step skips when its output exists: rerun to resume, delete $WORK to start over.
+# Every step skips when it completed (its outputs have OUTPUT.done, see lib.sh): rerun to resume, delete $WORK to
+# start over.
 set -euo pipefail
 # shellcheck source=recipes/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -47,7 +48,7 @@ START=$SECONDS
 # 1. the corpus: tokenized words in $WORK/tok/{train,valid,test}.{src,tgt}
 mkdir -p "$WORK/tok"
 if [ -z "$DATA" ]; then
-  xl_have "$WORK/synth/test.tgt" || xlpos-prep synth --out-dir "$WORK/synth" --train "$SYNTH_TRAIN" \
+  xl_step "$WORK/synth" -- xlpos-prep synth --out-dir "$WORK/synth" --train "$SYNTH_TRAIN" \
     --valid "$SYNTH_VALID" --test "$SYNTH_TEST" --seed "$SEED"
   DATA=$WORK/synth
 fi
@@ -57,7 +58,7 @@ for split in train valid test; do
   done
   xl_check_parallel "$DATA/$split.src" "$DATA/$split.tgt"
   for lang in src tgt; do
-    xl_have "$WORK/tok/$split.$lang" || xl_into "$WORK/tok/$split.$lang" cat "$DATA/$split.$lang"
+    xl_step "$WORK/tok/$split.$lang" -- xl_into "$WORK/tok/$split.$lang" cat "$DATA/$split.$lang"
   done
 done
 
@@ -70,7 +71,7 @@ xl_train_and_translate
 # 4. scores: the references are the tokenized targets, so BLEU is computed on those tokens as they are
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
-  xl_have "$WORK/scores/$system.bleu.json" || xl_text score --system "$system" --hyp "$WORK/out/$system/test.words" \
+  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$WORK/out/$system/test.words" \
     --ref "$WORK/tok/test.tgt" --tokenize none --name BLEU --label "sacreBLEU on the tokenized test set" \
     --out "$WORK/scores/$system.bleu.json"
 done

@@ -24,7 +24,9 @@ from typing import Callable, Iterable, Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from preprocess.io import InputError, atomic_output, check_same_length, read_lines  # noqa: E402
+from preprocess.io import (SEED, WORKERS, InputError, OneLineParser, atomic_output, check_same_length,  # noqa: E402
+                           declare_files, float_option, int_option, pool_worker_setup, read_lines,
+                           remove_stale_temporaries, run_command, writer_tag)
 
 CHUNK = 2000  # lines per task when tokenizing with several workers
 
@@ -119,6 +121,11 @@ def _line_chunks(path: str) -> Iterator[list[str]]:
         yield chunk
 
 
+def _init_pool_worker(*init) -> None:
+    pool_worker_setup()
+    _init_worker(*init)
+
+
 def cmd_tokenize(args: argparse.Namespace) -> None:
     from tqdm import tqdm
     init = (args.lang, args.normalize, args.lowercase)
@@ -126,7 +133,7 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
     n = 0
     with atomic_output(args.output) as out:
         if args.workers > 1:
-            with Pool(args.workers, initializer=_init_worker, initargs=init) as pool:
+            with Pool(args.workers, initializer=_init_pool_worker, initargs=init) as pool:
                 for done in pool.imap(_tokenize_chunk, _line_chunks(args.input)):
                     out.writelines(line + "\n" for line in done)
                     n += len(done)
@@ -195,7 +202,9 @@ def cmd_spm_train(args: argparse.Namespace) -> None:
             fail(f"{path}: file not found")
     prefix_dir = os.path.dirname(os.path.abspath(args.model_prefix))
     os.makedirs(prefix_dir, exist_ok=True)
-    tmp_prefix = os.path.join(prefix_dir, f".{os.path.basename(args.model_prefix)}.tmp{os.getpid()}")
+    base = os.path.basename(args.model_prefix)
+    remove_stale_temporaries(prefix_dir, f".{base}.")  # a killed run's .model/.vocab
+    tmp_prefix = os.path.join(prefix_dir, f".{base}.{writer_tag()}.spm")
     spm.set_random_generator_seed(args.seed)  # sampling of --input-sentence-size lines
     try:
         spm.SentencePieceTrainer.train(
@@ -209,7 +218,7 @@ def cmd_spm_train(args: argparse.Namespace) -> None:
         fail(f"sentencepiece training on {' '.join(args.input)} failed: {str(e).split('] ')[-1]} "
              f"(vocabulary size {args.vocab_size}, character coverage {args.character_coverage}: set SPM_VOCAB "
              f"or SPM_COVERAGE)")
-    for ext in ("vocab", "model"):  # model last: its presence marks the step done
+    for ext in ("vocab", "model"):  # model last
         os.replace(f"{tmp_prefix}.{ext}", f"{args.model_prefix}.{ext}")
 
 
@@ -221,9 +230,16 @@ def _load_spm(path: str):
 
 
 def cmd_spm_encode(args: argparse.Namespace) -> None:
+    from preprocess.subword import unk_rate_warning
     sp = _load_spm(args.model)
     lines = read_lines(args.input)
-    write_lines(args.output, (" ".join(sp.encode(line, out_type=str)) for line in lines))
+    encoded = [sp.encode(line, out_type=str) for line in lines]
+    write_lines(args.output, (" ".join(pieces) for pieces in encoded))
+    unk = sp.unk_id()
+    warning = unk_rate_warning(sum(sp.piece_to_id(p) == unk for pieces in encoded for p in pieces),
+                               sum(map(len, encoded)), args.model, args.input)
+    if warning:
+        print(f"text_tools spm-encode: warning: {warning}", file=sys.stderr)
 
 
 def cmd_spm_decode(args: argparse.Namespace) -> None:
@@ -323,7 +339,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("tokenize", help="word-tokenize a raw text file")
@@ -332,57 +348,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", required=True)
     p.add_argument("--normalize", action="store_true", help="Moses punctuation normalization first")
     p.add_argument("--lowercase", action="store_true")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=WORKERS, default=1)
     p.set_defaults(run=cmd_tokenize)
+    declare_files(p, inputs=("input",), outputs=("output",))
 
     p = sub.add_parser("detokenize", help="undo word tokenization (Moses rules; no spaces for ja/zh)")
     p.add_argument("--lang", required=True)
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.set_defaults(run=cmd_detokenize)
+    declare_files(p, inputs=("input",), outputs=("output",))
 
     p = sub.add_parser("clean", help="drop empty, over-long and badly length-matched training pairs")
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
     p.add_argument("--src-out", required=True)
     p.add_argument("--tgt-out", required=True)
-    p.add_argument("--max-len", type=int, default=250)
-    p.add_argument("--ratio", type=float, default=1.5 * 1.5 * 2, help="max length ratio (default 4.5)")
+    p.add_argument("--max-len", type=int_option(1, 1_000_000), default=250)
+    p.add_argument("--ratio", type=float_option(1, 1e6), default=1.5 * 1.5 * 2, help="max length ratio (default 4.5)")
     p.set_defaults(run=cmd_clean)
+    declare_files(p, inputs=("src", "tgt"), outputs=("src_out", "tgt_out"))
 
     p = sub.add_parser("check-parallel", help="files exist, have the same line count and no empty line")
     p.add_argument("files", nargs="+")
     p.add_argument("--allow-empty", action="store_true", help="only compare line counts")
     p.set_defaults(run=cmd_check_parallel)
+    declare_files(p, inputs=("files",))
 
     p = sub.add_parser("spm-train", help="train a sentencepiece model on tokenized text")
     p.add_argument("--input", nargs="+", required=True)
     p.add_argument("--model-prefix", required=True)
-    p.add_argument("--vocab-size", type=int, required=True)
+    p.add_argument("--vocab-size", type=int_option(2, 10_000_000), required=True)
     p.add_argument("--model-type", default="unigram", choices=["unigram", "bpe"])
-    p.add_argument("--character-coverage", type=float, default=1.0)
-    p.add_argument("--input-sentence-size", type=int, default=2000000)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--character-coverage", type=float_option(0, 1, lo_open=True), default=1.0)
+    p.add_argument("--input-sentence-size", type=int_option(0, 10**12), default=2000000)
+    p.add_argument("--threads", type=WORKERS, default=os.cpu_count() or 1)
+    p.add_argument("--seed", type=SEED, default=1)
     p.set_defaults(run=cmd_spm_train)
+    declare_files(p, inputs=("input",), derived_outputs=lambda a: [("--model-prefix", a.model_prefix + ext)
+                                                                   for ext in (".model", ".vocab")])
 
     p = sub.add_parser("spm-encode", help="text -> space-separated sentencepiece pieces")
     p.add_argument("--model", required=True)
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.set_defaults(run=cmd_spm_encode)
+    declare_files(p, inputs=("model", "input"), outputs=("output",))
 
     p = sub.add_parser("spm-decode", help="space-separated pieces -> text")
     p.add_argument("--model", required=True)
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.set_defaults(run=cmd_spm_decode)
+    declare_files(p, inputs=("model", "input"), outputs=("output",))
 
     p = sub.add_parser("hypotheses", help="best hypotheses of fairseq-generate output, in input order")
     p.add_argument("--generate-output", required=True)
-    p.add_argument("--expected", type=int, required=True, help="number of test sentences")
+    p.add_argument("--expected", type=int_option(0, 10**12), required=True, help="number of test sentences")
     p.add_argument("--output", required=True)
     p.set_defaults(run=cmd_hypotheses)
+    declare_files(p, inputs=("generate_output",), outputs=("output",))
 
     p = sub.add_parser("score", help="BLEU (sacreBLEU) and optionally RIBES of a hypothesis file")
     p.add_argument("--system", required=True)
@@ -397,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lang", default="de", help="tokenizer language for --compound-split")
     p.add_argument("--ribes", action="store_true", help="also RIBES (nltk) on the given tokenization")
     p.set_defaults(run=cmd_score)
+    declare_files(p, inputs=("hyp", "ref"), outputs=("out",))
 
     p = sub.add_parser("report", help="print the results table")
     p.add_argument("--title", required=True)
@@ -404,13 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tau", help="JSON of `xlpos-prep evaluate` for the test set")
     p.add_argument("--out")
     p.set_defaults(run=cmd_report)
+    declare_files(p, inputs=("scores", "tau"), outputs=("out",))
 
     args = parser.parse_args(argv)
-    try:
-        args.run(args)
-    except (InputError, ValueError, FileNotFoundError) as e:
-        fail(str(e))
-    return 0
+    return run_command(f"text_tools {args.command}", args, args.run)
 
 
 if __name__ == "__main__":

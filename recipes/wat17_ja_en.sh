@@ -57,13 +57,13 @@ xl_aspec_field() {
 }
 train_paths=()
 for f in $ASPEC_TRAIN_FILES; do train_paths+=("$ASPEC_DIR/train/$f"); done
-xl_have "$raw/train.ja" || xl_into "$raw/train.ja" xl_aspec_field 4 "${train_paths[@]}"
-xl_have "$raw/train.en" || xl_into "$raw/train.en" xl_aspec_field 5 "${train_paths[@]}"
+xl_step "$raw/train.ja" -- xl_into "$raw/train.ja" xl_aspec_field 4 "${train_paths[@]}"
+xl_step "$raw/train.en" -- xl_into "$raw/train.en" xl_aspec_field 5 "${train_paths[@]}"
 for split in valid test; do
   f=$ASPEC_DIR/dev/dev.txt
   [ "$split" = test ] && f=$ASPEC_DIR/test/test.txt
-  xl_have "$raw/$split.ja" || xl_into "$raw/$split.ja" xl_aspec_field 3 "$f"
-  xl_have "$raw/$split.en" || xl_into "$raw/$split.en" xl_aspec_field 4 "$f"
+  xl_step "$raw/$split.ja" -- xl_into "$raw/$split.ja" xl_aspec_field 3 "$f"
+  xl_step "$raw/$split.en" -- xl_into "$raw/$split.en" xl_aspec_field 4 "$f"
   xl_check_parallel "$raw/$split.ja" "$raw/$split.en"
 done
 
@@ -82,14 +82,14 @@ detok_tokenize=13a
 [ "$TGT" = ja ] && detok_tokenize=char
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_have "$out/test.detok" || xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_have "$out/test.retok" || xl_text tokenize --lang "$TGT" --normalize --input "$out/test.detok" \
+  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$out/test.retok" -- xl_text tokenize --lang "$TGT" --normalize --input "$out/test.detok" \
     --output "$out/test.retok"
-  xl_have "$WORK/scores/$system.tok.json" || xl_text score --system "$system" --hyp "$out/test.retok" \
+  xl_step "$WORK/scores/$system.tok.json" -- xl_text score --system "$system" --hyp "$out/test.retok" \
     --ref "$tok/test.$TGT" --tokenize none --ribes --name tok-BLEU \
     --label "tokenized BLEU ($([ "$TGT" = ja ] && echo "fugashi/unidic-lite" || echo "Moses") tokens, not WAT's official segmentation)" \
     --out "$WORK/scores/$system.tok.json"
-  xl_have "$WORK/scores/$system.detok.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$WORK/scores/$system.detok.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --tokenize "$detok_tokenize" --name sacreBLEU \
     --label "detokenized sacreBLEU ($detok_tokenize tokenization) vs the raw reference" \
     --out "$WORK/scores/$system.detok.json"

@@ -49,7 +49,7 @@ if [ -n "$DATA" ]; then
   done
   # raw training text may hold empty lines: the cleaning step drops those pairs
   xl_check_parallel --allow-empty "$DATA/train.en" "$DATA/train.de"
-  for lang in en de; do xl_have "$raw/train.$lang" || xl_into "$raw/train.$lang" cat "$DATA/train.$lang"; done
+  for lang in en de; do xl_step "$raw/train.$lang" -- xl_into "$raw/train.$lang" cat "$DATA/train.$lang"; done
 else
   dl=$WORK/download
   mkdir -p "$dl"
@@ -59,10 +59,10 @@ else
     f=$dl/$(basename "$url")
     xl_have "$f.extracted" || { xl_log "download $url"
       curl -fSL --retry 3 "$url" -o "$f" || xl_die "could not download $url"
-      tar -xzf "$f" -C "$dl" && touch "$f.extracted"; }
+      tar -xzf "$f" -C "$dl" && touch "$f.extracted" && xl_done "$f.extracted"; }
   done
   for lang in en de; do
-    xl_have "$raw/train.$lang" || xl_into "$raw/train.$lang" cat "$dl/training/europarl-v7.de-en.$lang" \
+    xl_step "$raw/train.$lang" -- xl_into "$raw/train.$lang" cat "$dl/training/europarl-v7.de-en.$lang" \
       "$dl/commoncrawl.de-en.$lang" "$dl/training/news-commentary-v9.de-en.$lang"
   done
 fi
@@ -83,12 +83,12 @@ xl_train_and_translate
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_have "$out/test.detok" || xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_have "$WORK/scores/$system.bleu.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --name sacreBLEU --label "detokenized sacreBLEU vs the raw reference" \
     --out "$WORK/scores/$system.bleu.json"
   if [ "$TGT" = de ]; then
-    xl_have "$WORK/scores/$system.compound.json" || xl_text score --system "$system" --hyp "$out/test.detok" \
+    xl_step "$WORK/scores/$system.compound.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
       --ref "$raw/test.$TGT" --compound-split --lang de --tokenize none --name cs-BLEU \
       --label "tokenized compound-split BLEU (Moses tokenizer, ##AT##-##AT##; Vaswani et al. 2017 convention, not sacreBLEU)" \
       --out "$WORK/scores/$system.compound.json"

@@ -319,6 +319,34 @@ def test_remove_stale_temporaries_keeps_other_names(tmp_path):
     assert all(p.exists() for p in keep)
 
 
+# ------------------------------------------------------------------------------------------------ 5. fairseq-interactive
+INVALID_UTF8_LINES = [b"a man saw the dog .", b"the \xff cat saw a dog .", b"\xc3\x28 \xe2\x82", b"the dog ran ."]
+
+
+@pytest.mark.parametrize("route", ["--input FILE", "stdin"])
+def test_interactive_translates_every_line_of_invalid_utf8_and_reports_the_bad_ones(route, pipeline_model,
+                                                                                       tmp_path):
+    data = b"\n".join(INVALID_UTF8_LINES) + b"\n"
+    args = [cli("fairseq-interactive"), str(pipeline_model.corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
+            "--task", "translation_xlpos", "--path", str(pipeline_model.checkpoint), "--beam", "1",
+            "--max-len-a", "0", "--max-len-b", "5", "--cpu"]
+    env = {**subprocess_env(), "PYTHONIOENCODING": "utf-8"}
+    if route == "stdin":
+        proc = subprocess.run(args, input=data, capture_output=True, env=env, timeout=180)
+        name = "<stdin>"
+    else:
+        source = tmp_path / "input.txt"
+        source.write_bytes(data)
+        proc = subprocess.run(args + ["--input", str(source)], capture_output=True, env=env, timeout=180)
+        name = str(source)
+    out, log = proc.stdout.decode("utf-8"), (proc.stdout + proc.stderr).decode("utf-8")
+    assert proc.returncode == 0 and "Traceback" not in log, log[-3000:]
+    assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", out, flags=re.M)) == [0, 1, 2, 3]
+    assert re.search(rf"{re.escape(name)}:2: 1 byte\(s\) that are not valid UTF-8 \(0xff\) replaced by U\+FFFD", log)
+    assert re.search(rf"{re.escape(name)}:3: 3 byte\(s\) that are not valid UTF-8 \(0xc3 0xe2 0x82\)", log)
+    assert not re.search(rf"{re.escape(name)}:[14]:", log)
+
+
 # ------------------------------------------------------------------------------------------------ 6. directories and OS errors
 def test_directories_where_files_belong_and_files_where_directories_belong(work, capsys):
     d = work / "adir"
