@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset, data_utils, indexed_dataset
 
+from xlpos.data.contrastive_positions import SPLIT_SENTENCE, XLContrast
+
 XL_POSITIONS_KEY = "src_xl_positions"  # the net_input key the encoder reads
 _ITEM_KEY = "xl_positions"  # per-sample key, already in model convention, EOS included
 
@@ -97,7 +99,7 @@ def place_like_tokens(src_tokens: torch.Tensor, rows: Sequence[torch.Tensor], pa
             raise ValueError(f"{which}: {row.numel()} XL positions (with EOS) for {count} source tokens")
     out = torch.full_like(src_tokens, padding_idx)
     if rows:
-        out[mask] = torch.cat([r.to(out.device) for r in rows])
+        out[mask] = torch.cat(list(rows)).to(out.device)  # one transfer for the batch when out is on a GPU
     return out
 
 
@@ -111,16 +113,19 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
         name: what to call the positions in error messages (e.g. their file prefix).
         truncate_source: the source was truncated (--truncate-source); positions of a truncated sentence are
             re-ranked over the kept pieces, so they stay a permutation. Without it a length mismatch is an error.
+        contrast: ``--xl-contrast`` applied to every example (keyed by its index), after truncation, so the
+            permutation is made over the pieces the model actually sees.
     """
 
     def __init__(self, dataset: LanguagePairDataset, xl_positions: Optional[Sequence[torch.Tensor]],
-                 name: str = "XL positions", truncate_source: bool = False):
+                 name: str = "XL positions", truncate_source: bool = False, contrast: Optional[XLContrast] = None):
         super().__init__(dataset)
         if xl_positions is not None and len(xl_positions) != len(dataset):
             raise ValueError(f"{name}: {len(xl_positions)} sentences for a dataset of {len(dataset)}")
         self.xl_positions = xl_positions
         self.name = name
         self.truncate_source = truncate_source
+        self.contrast = contrast if contrast is not None and contrast.active else None
         self.padding_idx = dataset.src_dict.pad()
 
     def raw_positions(self, index: int, num_tokens: int) -> torch.Tensor:
@@ -140,8 +145,13 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
 
     def __getitem__(self, index: int) -> dict:
         item = self.dataset[index]
-        num_tokens = int(item["source"].ne(self.padding_idx).sum())
-        item[_ITEM_KEY] = model_positions(self.raw_positions(index, num_tokens), self.padding_idx)
+        source = item["source"]
+        num_tokens = int(source.ne(self.padding_idx).sum())
+        raw = self.raw_positions(index, num_tokens)
+        if self.contrast is not None:
+            pieces = source[source.ne(self.padding_idx)][:-1]  # EOS excluded
+            raw = self.contrast.apply(pieces, raw if self.xl_positions is not None else None, SPLIT_SENTENCE, index)
+        item[_ITEM_KEY] = model_positions(raw, self.padding_idx)
         return item
 
     def collater(self, samples: list, pad_to_length: Optional[dict] = None) -> dict:

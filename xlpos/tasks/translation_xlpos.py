@@ -9,6 +9,12 @@ Every batch gets ``net_input["src_xl_positions"]`` (see :mod:`xlpos.data.xl_posi
   sentencepiece pieces -> XL positions, on the fly (:mod:`xlpos.tasks.xl_inference`), unless
   ``--xl-positions monotone``.
 
+``--xl-contrast {monotone,reversed,random,local-shuffle}`` then replaces those positions by word-level permutations
+(:mod:`xlpos.data.contrastive_positions`) in every split the task loads (``fairseq-train --xl-contrast random``
+trains the control system) and in raw input, deterministic per ``--xl-contrast-seed`` and sentence index in its split
+(raw input: input index). fairseq-generate and -interactive take it from their command line (default ``none``); the
+hub, like every task option, from the checkpoint's training configuration unless ``xl_contrast=...`` is given.
+
 Self-contained checkpoints: the reorderer (``--xl-reorderer``), the sentencepiece model (``--xl-spm``) and the
 word tokenizer settings given to fairseq-train are stored in every checkpoint (``task_state``, fairseq's place for
 task state; the models as bytes, a few MB), so ``fairseq-interactive DATA --user-dir xlpos --task
@@ -19,8 +25,10 @@ Relative model paths: an absolute path is used as given; a relative one is looke
 ``from_pretrained``: its first argument), then the data directory (first path of DATA), then the current directory.
 """
 # No `from __future__ import annotations` here: fairseq reads the config dataclass's field types at runtime.
+import collections
 import itertools
 import logging
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -31,6 +39,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from xlpos.data.contrastive_positions import CONTRASTS, RAW_INPUT, XLContrast
 from xlpos.data.xl_positions_dataset import (
     XL_POSITIONS_KEY,
     LanguagePairWithXLPositionsDataset,
@@ -63,6 +72,7 @@ from xlpos.tokenize import DETOKENIZERS, WORD_TOKENIZERS, Detokenizer, WordToken
 logger = logging.getLogger(__name__)
 
 XL_POSITION_SOURCES = ChoiceEnum(["file", "monotone", "reorder"])
+XL_CONTRAST_CHOICES = ChoiceEnum(list(CONTRASTS))
 WORD_TOKENIZER_CHOICES = ChoiceEnum(list(WORD_TOKENIZERS))
 DETOKENIZER_CHOICES = ChoiceEnum(list(DETOKENIZERS))
 
@@ -72,6 +82,8 @@ REORDERER, SPM = "reorderer", "sentencepiece"
 _SETTINGS = ("word_tokenizer", "tokenizer_lang", "normalize", "lowercase", "detokenizer")
 AGREEMENT_SAMPLE = 200  # sentences of a split on which file positions are compared with the reorderer's
 AGREEMENT_WARN_BELOW = 0.9
+RAW_INPUT_KEYS_KEPT = 65536  # raw inputs whose input index is remembered by token ids (--xl-contrast)
+RAW_UNKNOWN = 2  # random stream of token ids the task did not encode itself: keyed by their content
 
 
 @dataclass
@@ -124,6 +136,28 @@ class TranslationXLPosConfig(TranslationConfig):
                           "fairseq-interactive: none (space-separated words), moses, ja, zh (no spaces); stored "
                           "in checkpoints; default: the checkpoint's, else none"},
     )
+    xl_contrast: XL_CONTRAST_CHOICES = field(
+        default="none",
+        metadata={"help": "contrastive XL positions, to test whether a model uses its XL positions (generate, "
+                          "interactive, hub) or to train a control system (fairseq-train --xl-contrast random): "
+                          "permutations of whole words (pieces of a word kept together and in order) replacing the "
+                          "positions of every split and of raw input. none: as loaded (--xl-positions); monotone: "
+                          "absolute positions; reversed: words in reverse source order; random: a uniformly random "
+                          "word order; local-shuffle: the loaded word order with words permuted within consecutive "
+                          "windows of --xl-contrast-window words. Monotone, reversed and random need no .xlpos "
+                          "files or reorderer"},
+    )
+    xl_contrast_window: int = field(
+        default=3,
+        metadata={"help": "window K of --xl-contrast local-shuffle (at least 2): words move only within "
+                          "consecutive groups of K words of the loaded XL order"},
+    )
+    xl_contrast_seed: int = field(
+        default=1,
+        metadata={"help": "seed of --xl-contrast random / local-shuffle: a sentence's permutation depends only on "
+                          "this seed and the sentence's index in its split (raw input: its input index, as "
+                          "fairseq-interactive numbers it), never on batching, epoch or --seed"},
+    )
 
 
 @register_task("translation_xlpos", dataclass=TranslationXLPosConfig)
@@ -153,11 +187,21 @@ class TranslationXLPosTask(TranslationTask):
         self._external_bpe = False  # the user chose a fairseq --bpe: raw text is encoded by it, not by us
         self._inputs_seen = 0  # raw inputs encoded so far: fairseq-interactive's S-<id> numbering
         self._word_tokenizer: Optional[WordTokenizer] = None
+        # Configurations saved before --xl-contrast existed (hub from_pretrained of an older checkpoint) lack it.
+        self.xl_contrast = XLContrast(str(getattr(cfg, "xl_contrast", "none")),
+                                      int(getattr(cfg, "xl_contrast_window", 3)),
+                                      int(getattr(cfg, "xl_contrast_seed", 1)), src_dict)
+        # token ids of a raw input -> its input index, so the batches fairseq-interactive rebuilds from token ids
+        # alone get the same contrastive permutation as the dataset gave them (see _raw_input_key).
+        self._raw_input_keys: "collections.OrderedDict[Tuple[int, ...], int]" = collections.OrderedDict()
 
     @classmethod
     def setup_task(cls, cfg: TranslationXLPosConfig, **kwargs):
         task = super().setup_task(cfg, **kwargs)
         task._cfg_from_checkpoint = bool(kwargs.get("from_checkpoint", False))
+        if task.xl_contrast.active:
+            logger.info("translation_xlpos: %s: contrastive XL positions for every split and raw input",
+                        task.xl_contrast.describe())
         if not task._cfg_from_checkpoint:
             # Paths typed on the command line: a missing or corrupt file is an error now, not after training.
             for kind in (REORDERER, SPM):
@@ -325,7 +369,9 @@ class TranslationXLPosTask(TranslationTask):
         if not isinstance(pair, LanguagePairDataset):
             raise TypeError(f"translation_xlpos expects a LanguagePairDataset for split {split}, got "
                             f"{type(pair).__name__}")
-        if self.cfg.xl_positions == "monotone":
+        if self.xl_contrast.ignores_loaded:  # the positions of the data-bin would be thrown away: not read
+            xl, name = None, f"XL positions of split {split} ({self.xl_contrast.describe()})"
+        elif self.cfg.xl_positions == "monotone":
             xl, name = None, "monotone XL positions"
         elif self.cfg.xl_positions == "reorder":
             xl, name = self._reorder_split(split, pair), f"reorderer XL positions of split {split}"
@@ -333,7 +379,7 @@ class TranslationXLPosTask(TranslationTask):
             xl, name = self._load_split_xl_positions(split, epoch, combine)
             self._report_agreement_with_reorderer(split, pair, xl, name)
         self.datasets[split] = LanguagePairWithXLPositionsDataset(
-            pair, xl, name=name, truncate_source=self.cfg.truncate_source)
+            pair, xl, name=name, truncate_source=self.cfg.truncate_source, contrast=self.xl_contrast)
 
     def _reorder_split(self, split: str, pair: LanguagePairDataset) -> List[torch.Tensor]:
         pipeline = self.xl_pipeline
@@ -440,6 +486,7 @@ class TranslationXLPosTask(TranslationTask):
         from the words here (and found again by token ids in build_dataset_for_inference / inference_step);
         with a --bpe of the user's, fairseq encodes and the positions come from the decoded pieces."""
         pipeline = self.xl_pipeline
+        first_index = self._inputs_seen
         if not self._external_bpe and pipeline.can_encode_text:
             tokens = [torch.tensor(info.token_ids, dtype=torch.long) for info in self.analyze_lines(lines)]
         else:
@@ -447,7 +494,42 @@ class TranslationXLPosTask(TranslationTask):
             tokens, _ = super().get_interactive_tokens_and_lengths(lines, encode_fn)
             tokens = [pipeline.truncate_tokens(t, self._inputs_seen + k) for k, t in enumerate(tokens)]
             self._inputs_seen += len(lines)
+        if self.xl_contrast.active:
+            self._remember_raw_inputs(tokens, first_index)
         return tokens, [t.numel() for t in tokens]
+
+    # ---- contrastive positions of raw input -------------------------------------------------------------------
+    def _remember_raw_inputs(self, tokens: Sequence[torch.Tensor], first_index: int) -> None:
+        for k, t in enumerate(tokens):
+            key = tuple(t.tolist())
+            self._raw_input_keys[key] = first_index + k  # identical lines: the latest index wins
+            self._raw_input_keys.move_to_end(key)
+        while len(self._raw_input_keys) > max(RAW_INPUT_KEYS_KEPT, len(tokens)):
+            self._raw_input_keys.popitem(last=False)
+
+    def _raw_input_key(self, ids: Tuple[int, ...]) -> Tuple[int, int]:
+        """(random stream, key) of a raw input: its input index when this task encoded it (fairseq-interactive's
+        S-<id>; the hub: the order the hub encoded sentences in), else its content (token ids given directly)."""
+        index = self._raw_input_keys.get(ids)
+        if index is not None:
+            return RAW_INPUT, index
+        return RAW_UNKNOWN, zlib.crc32(torch.tensor(ids, dtype=torch.int64).numpy().tobytes())
+
+    def raw_input_xl_positions(self, src_tokens: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+        """Raw XL positions (EOS excluded) of inference input: :meth:`xl_positions_for_inference`, then
+        ``--xl-contrast``. Inputs are CPU token-id sentences ending with EOS (pads ignored)."""
+        contrast = self.xl_contrast
+        if not contrast.active:
+            return self.xl_positions_for_inference(src_tokens)
+        pad = self.source_dictionary.pad()
+        sentences = [t[t.ne(pad)] for t in src_tokens]
+        loaded = ([None] * len(sentences) if contrast.ignores_loaded
+                  else self.xl_positions_for_inference(sentences))
+        out = []
+        for tokens, positions in zip(sentences, loaded):
+            domain, key = self._raw_input_key(tuple(tokens.tolist()))
+            out.append(contrast.apply(tokens[:-1], positions, domain, key))
+        return out
 
     def xl_positions_for_inference(self, src_tokens: Sequence[torch.Tensor]) -> List[torch.Tensor]:
         """Raw 0-based XL positions (EOS excluded) for binarized source sentences that have no .xlpos file.
@@ -469,7 +551,7 @@ class TranslationXLPosTask(TranslationTask):
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         pair = super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
-        dataset = LanguagePairWithXLPositionsDataset(pair, self.xl_positions_for_inference(src_tokens),
+        dataset = LanguagePairWithXLPositionsDataset(pair, self.raw_input_xl_positions(src_tokens),
                                                      name="inference input XL positions")
         dataset.xl_inference_input = True  # see get_batch_iterator
         return dataset
@@ -487,11 +569,15 @@ class TranslationXLPosTask(TranslationTask):
         return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
 
     def xl_positions_for_batch(self, src_tokens: torch.Tensor) -> torch.Tensor:
-        """``src_xl_positions`` for a collated source batch (any padding side), via xl_positions_for_inference."""
+        """``src_xl_positions`` for a collated source batch (any padding side), via raw_input_xl_positions.
+
+        The batch crosses to the CPU once and the positions come back once (the reorderer and dictionary work on
+        the CPU), not once per sentence: each transfer synchronizes the GPU."""
         pad = self.source_dictionary.pad()
-        sentences = [row[row.ne(pad)].cpu() for row in src_tokens]
-        rows = [model_positions(raw, pad) for raw in self.xl_positions_for_inference(sentences)]
-        return place_like_tokens(src_tokens, rows, pad)
+        cpu_tokens = src_tokens.cpu()
+        sentences = [row[row.ne(pad)] for row in cpu_tokens]
+        rows = [model_positions(raw, pad) for raw in self.raw_input_xl_positions(sentences)]
+        return place_like_tokens(cpu_tokens, rows, pad).to(src_tokens.device)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         # fairseq-interactive rebuilds net_input from src_tokens and src_lengths only, dropping our key; put it
