@@ -6,17 +6,32 @@ restricted unpickler off, :func:`install` gives fairseq's checkpoint code (and o
 ``load`` runs with ``weights_only=True`` inside ``torch.serialization.safe_globals(FAIRSEQ_CHECKPOINT_GLOBALS)``.
 Every other ``torch.load`` in the process keeps torch's own default and allowlist.
 
-Patched call sites (each module's ``torch`` name is replaced by a proxy that forwards everything but ``load``):
+Every place in fairseq 0.12 that reads a pickled state with ``torch.load`` (audited with ``grep -rn torch.load``
+over the installed fairseq, outside examples/ and speech/audio models) goes through one of the two patched
+modules, each of whose ``torch`` name is replaced by a proxy that forwards everything but ``load``:
 
-* ``fairseq.checkpoint_utils``: ``load_checkpoint_to_cpu`` (training resume via ``Trainer.load_checkpoint``,
-  ``fairseq-generate``, ``fairseq-interactive``, ``load_model_ensemble*``, hub ``from_pretrained``) and
-  ``load_ema_from_checkpoint``.
-* ``fairseq.distributed.utils``: ``broadcast_object``, with which ``Trainer.load_checkpoint`` sends the state that
-  rank 0 loaded to the other ranks in multi-GPU training.
+* ``fairseq.checkpoint_utils``: ``load_checkpoint_to_cpu`` — training resume (``Trainer.load_checkpoint``, auto
+  from ``checkpoint_last.pt``, ``--restore-file``, ``--finetune-from-model``), ``fairseq-generate``,
+  ``fairseq-interactive``, ``load_model_ensemble*`` (and so the hub's ``from_pretrained`` via ``hub_utils``),
+  ``--load-checkpoint-on-all-dp-ranks``, each shard of a sharded/FSDP checkpoint (``-shard{i}`` files are read
+  one by one with the same function); ``load_ema_from_checkpoint`` (EMA, and fairseq's EMA averaging).
+* ``fairseq.distributed.utils``: ``_broadcast_object_slow``, behind ``broadcast_object`` and
+  ``broadcast_tensors``, with which ``Trainer.load_checkpoint`` sends the state rank 0 loaded to the other ranks
+  (every multi-process job), FSDP's ``load_state_dict`` broadcasts a consolidated state, and ZeRO's
+  ``FairseqOSS.broadcast_global_state_dict`` the optimizer state. ``broadcast_object`` pickles the state with its
+  tensors replaced by ``fairseq.distributed.utils._TensorPlaceholder`` (a frozen dataclass holding one int); that
+  class is allowed for this module only. Tensor metadata (``torch.Size``, dtypes, devices) is in torch's own list.
 
-A checkpoint that needs anything outside the allowlist fails with :class:`UntrustedCheckpointError`, a one-line
-message naming the classes and the opt-in ``XLPOS_TRUST_CHECKPOINT=1``; with it, that one checkpoint is loaded with
-``weights_only=False`` and a warning is logged.
+Not through ``torch.load``, so not affected: ``all_gather_list`` (plain ``pickle`` of logging outputs between ranks
+of one job). Not patched: fairseq's ``scripts/average_checkpoints.py`` calls the global ``torch.load`` (torch's
+default refuses fairseq checkpoints); use ``recipes/average_checkpoints.py``, which reads through fairseq's loader.
+
+Outcomes: a complete checkpoint within the allowlist loads with ``weights_only=True``. A file that is empty,
+truncated, corrupt or not written by ``torch.save`` fails with :class:`UnreadableCheckpointError`, "not a readable
+checkpoint: FILE: what torch found". A readable checkpoint that needs anything outside the allowlist fails with
+:class:`UntrustedCheckpointError`, a one-line message naming the classes and the opt-in ``XLPOS_TRUST_CHECKPOINT=1``;
+with it, that one checkpoint is loaded with ``weights_only=False`` and a warning is logged. The allowlist is added
+to torch's process-wide list for one load at a time, under a lock, and removed after it.
 
 How the allowlist was determined: checkpoints written by fairseq-train 0.12.3 (torch 2.13, numpy 2.4) with
 arch transformer / transformer_iwslt_de_en / transformer_xlpos, optimizers adam / nag, schedulers inverse_sqrt /
@@ -41,12 +56,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import io
 import logging
 import os
 import pickle
 import re
+import threading
 import typing
-from typing import Any, Callable, Optional
+import zipfile
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -108,11 +127,23 @@ class UntrustedCheckpointError(pickle.UnpicklingError):
     """A fairseq checkpoint references a class outside the allowlist and the user has not opted in."""
 
 
+class UnreadableCheckpointError(ValueError):
+    """The file is not a checkpoint torch can read: empty, truncated, corrupt, or not written by ``torch.save``."""
+
+
 def trust_all_checkpoints() -> bool:
     return os.environ.get(TRUST_ENV_VAR, "").strip().lower() in ("1", "true", "yes")
 
 
 _BLOCKED_GLOBAL = re.compile(r"GLOBAL (\S+) was not an allowed global")
+_ZIP_MAGIC = b"PK\x03\x04"
+# torch.save's legacy (pre-1.6, non-zip) format starts with its magic number pickled with protocol 2.
+_LEGACY_MAGIC = pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2)[2:]
+
+# torch keeps its allowlist in one process-wide set; this lock makes "add ours, load, remove ours" one step, so
+# that two threads loading checkpoints (or one loading while another adds its own entries through us) never see a
+# half-changed list or remove each other's entries.
+_ALLOWLIST_LOCK = threading.RLock()
 
 
 def _describe(f: Any) -> str:
@@ -122,30 +153,104 @@ def _describe(f: Any) -> str:
     return name if isinstance(name, str) else "in-memory checkpoint"
 
 
-def _fairseq_allowlist() -> torch.serialization.safe_globals:
-    """Context manager adding the fairseq allowlist for the duration of one load.
+@contextlib.contextmanager
+def _fairseq_allowlist(extra: Sequence[Callable] = ()) -> Iterator[None]:
+    """Hold the lock and add the fairseq allowlist (plus ``extra``) to torch's for the duration of one load.
 
     Only entries the user has not allowlisted already are added, so leaving the context never removes the
-    user's own ``add_safe_globals`` entries. (torch keeps this list process-wide: during the load, other threads
-    see the same additions.)
+    user's own ``add_safe_globals`` entries.
     """
-    present = set(torch.serialization.get_safe_globals())
-    return torch.serialization.safe_globals([g for g in fairseq_checkpoint_globals() if g not in present])
+    with _ALLOWLIST_LOCK:
+        present = set(torch.serialization.get_safe_globals())
+        wanted = [g for g in [*fairseq_checkpoint_globals(), *extra] if g not in present]
+        with torch.serialization.safe_globals(wanted):
+            yield
 
 
-def _blocked_globals(f: Any, start: Optional[int], error: pickle.UnpicklingError) -> list[str]:
-    """All disallowed globals of the checkpoint if it can be scanned, else the one named in torch's error."""
+def _read_prefix(f: Any, start: Optional[int], n: int = 32) -> bytes:
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as handle:
+            return handle.read(n)
+    head = f.read(n)
+    _rewind(f, start)
+    return head
+
+
+def _format_of(head: bytes) -> Optional[str]:
+    if head.startswith(_ZIP_MAGIC):
+        return "zip"
+    if head[:2] == b"\x80\x02" and head[2:].startswith(_LEGACY_MAGIC):
+        return "legacy"
+    return None
+
+
+def _unreadable(where: str, why: str) -> UnreadableCheckpointError:
+    # torch's zip reader appends a paragraph of generic advice: keep its first sentence.
+    why = " ".join(str(why).split()).split(". This is an internal miniz error", 1)[0]
+    return UnreadableCheckpointError(f"not a readable checkpoint: {where}: {why}")
+
+
+def _rewind(f: Any, start: Optional[int]) -> None:
+    if start is not None:
+        f.seek(start)
+
+
+def _disallowed_globals(f: Any, start: Optional[int], extra: Sequence[Callable], where: str) -> list[str]:
+    """Globals of a zip checkpoint outside torch's defaults + the allowlist, found without unpickling anything."""
     try:
-        if start is not None:
-            f.seek(start)
-        with _fairseq_allowlist():
+        with _fairseq_allowlist(extra):
             names = sorted(torch.serialization.get_unsafe_globals_in_checkpoint(f))
-        if names:
-            return names
-    except Exception:  # legacy (non-zip) format or unreadable: fall back to the error text
-        pass
-    match = _BLOCKED_GLOBAL.search(str(error))
-    return [match.group(1)] if match else []
+    except Exception as error:  # a damaged archive or pickle stream: say what torch found
+        raise _unreadable(where, f"{type(error).__name__}: {error}") from None
+    finally:
+        _rewind(f, start)
+    return names
+
+
+def _untrusted(where: str, what: str, detail: str = "") -> UntrustedCheckpointError:
+    return UntrustedCheckpointError(
+        f"{where}: checkpoint needs {what}, outside xlpos's allowlist of fairseq checkpoint classes; unpickling it "
+        f"could run arbitrary code. If you trust this file, set {TRUST_ENV_VAR}=1 to load it with "
+        f"weights_only=False{detail}")
+
+
+def load_fairseq_checkpoint(f: Any, map_location: Any = None, extra_globals: Sequence[Callable] = (),
+                            **kwargs: Any) -> Any:
+    """``torch.load`` as fairseq's checkpoint code should call it: restricted unpickler + fairseq allowlist.
+
+    ``extra_globals`` are allowed for this call only (the distributed broadcast's tensor placeholders).
+    Raises :class:`UnreadableCheckpointError` ("not a readable checkpoint: FILE: ...") for anything that is not a
+    complete ``torch.save`` file, and :class:`UntrustedCheckpointError`, naming the classes and the opt-in, for a
+    readable checkpoint that needs classes outside the allowlist.
+    """
+    # fairseq never chooses weights_only itself; the policy here is not something a call site may override.
+    kwargs.pop("weights_only", None)
+    where = _describe(f)
+    if not isinstance(f, (str, os.PathLike)) and not (hasattr(f, "seek") and hasattr(f, "tell")):
+        f = io.BytesIO(f.read())  # a stream: keep it, the format check and the scan read it more than once
+    start = f.tell() if hasattr(f, "tell") else None
+    kind = _format_of(_read_prefix(f, start))
+    if kind is None:
+        raise _unreadable(where, "empty, truncated or not written by torch.save (neither a zip archive nor torch's "
+                                 "legacy format)")
+    blocked = _disallowed_globals(f, start, extra_globals, where) if kind == "zip" else []
+    if not blocked:
+        try:
+            with _fairseq_allowlist(extra_globals):
+                return torch.load(f, map_location=map_location, weights_only=True, **kwargs)
+        except pickle.UnpicklingError as error:
+            match = _BLOCKED_GLOBAL.search(str(error))
+            if match is None:  # not a class we refused: the pickle stream itself is damaged
+                raise _unreadable(where, _unpickler_reason(error)) from None
+            blocked = [match.group(1)]
+        except (RuntimeError, EOFError, ValueError, KeyError, IndexError, OSError, zipfile.BadZipFile) as error:
+            raise _unreadable(where, f"{type(error).__name__}: {error}") from None
+        _rewind(f, start)
+    what = ", ".join(blocked)
+    if not trust_all_checkpoints():
+        raise _untrusted(where, what)
+    logger.warning("%s=1: loading %s with weights_only=False (it needs %s)", TRUST_ENV_VAR, where, what)
+    return torch.load(f, map_location=map_location, weights_only=False, **kwargs)
 
 
 def _unpickler_reason(error: pickle.UnpicklingError) -> str:
@@ -157,39 +262,15 @@ def _unpickler_reason(error: pickle.UnpicklingError) -> str:
     return " ".join(text.split())
 
 
-def load_fairseq_checkpoint(f: Any, map_location: Any = None, **kwargs: Any) -> Any:
-    """``torch.load`` as fairseq's checkpoint code should call it: restricted unpickler + fairseq allowlist."""
-    # fairseq never chooses weights_only itself; the policy here is not something a call site may override.
-    kwargs.pop("weights_only", None)
-    start = f.tell() if hasattr(f, "tell") and hasattr(f, "seek") else None
-    try:
-        with _fairseq_allowlist():
-            return torch.load(f, map_location=map_location, weights_only=True, **kwargs)
-    except pickle.UnpicklingError as error:
-        where = _describe(f)
-        blocked = _blocked_globals(f, start, error)
-        what = ", ".join(blocked) if blocked else "content the restricted unpickler rejects"
-        if not trust_all_checkpoints():
-            detail = "" if blocked else f" ({_unpickler_reason(error)})"
-            raise UntrustedCheckpointError(
-                f"{where}: checkpoint needs {what}, outside xlpos's allowlist of fairseq checkpoint classes; "
-                f"unpickling it could run arbitrary code. If you trust this file, set {TRUST_ENV_VAR}=1 to load "
-                f"it with weights_only=False{detail}"
-            ) from None
-        logger.warning("%s=1: loading %s with weights_only=False (it needs %s)", TRUST_ENV_VAR, where, what)
-        if start is not None:
-            f.seek(start)
-        return torch.load(f, map_location=map_location, weights_only=False, **kwargs)
-
-
 class _TorchWithSafeLoad:
     """Stands in for the ``torch`` module inside one fairseq module: ``load`` is safe, the rest is torch's."""
 
-    def __init__(self, module: Any):
+    def __init__(self, module: Any, extra_globals: Sequence[Callable] = ()):
         self._module = module
+        self._extra_globals = tuple(extra_globals)
 
     def load(self, f: Any, map_location: Any = None, **kwargs: Any) -> Any:
-        return load_fairseq_checkpoint(f, map_location=map_location, **kwargs)
+        return load_fairseq_checkpoint(f, map_location=map_location, extra_globals=self._extra_globals, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
@@ -202,6 +283,17 @@ class _TorchWithSafeLoad:
 PATCHED_MODULES = ("fairseq.checkpoint_utils", "fairseq.distributed.utils")
 
 
+def _module_extra_globals(name: str) -> tuple:
+    """What one patched module may unpickle beyond the checkpoint allowlist."""
+    if name == "fairseq.distributed.utils":
+        # broadcast_object pickles rank 0's (already checked) state with every tensor replaced by this frozen
+        # dataclass holding one int; the tensors travel separately through broadcast_tensors.
+        from fairseq.distributed.utils import _TensorPlaceholder
+
+        return (_TensorPlaceholder,)
+    return ()
+
+
 def install() -> None:
     """Route the ``torch.load`` of fairseq's checkpoint-loading modules through :func:`load_fairseq_checkpoint`.
 
@@ -212,7 +304,7 @@ def install() -> None:
     for name in PATCHED_MODULES:
         module = importlib.import_module(name)
         if not isinstance(module.torch, _TorchWithSafeLoad):
-            module.torch = _TorchWithSafeLoad(module.torch)
+            module.torch = _TorchWithSafeLoad(module.torch, _module_extra_globals(name))
 
 
 def installed() -> bool:

@@ -15,13 +15,18 @@ to the encoder, so training, validation and beam search need nothing else.  The 
   ``--encoder-learned-pos``, sharing its parameters).
 * ``head``  — HeadXL: in the encoder layers listed by ``--xl-head-layers`` (default: the first), the first
   ``--xl-heads`` heads (default: half) compute queries and keys from the layer input with the absolute encoding
-  swapped for the XL one (input + PE(xl) - PE(abs); in the first layer at inference that is exactly
-  embed_scale * tok + PE(xl)); the other heads, and all values, use the standard input.
+  swapped for the XL one: the first layer's XL heads see exactly dropout(embed_scale * tok + PE(xl)), with the
+  dropout mask of the standard input (in training too), later XL layers their input plus the same shift; the
+  other heads, and all values, use the standard input.
 * ``rope``  — ours: in the same layers, queries/keys of the XL heads are rotated (RoPE) by XL positions and those
   of the other heads by absolute positions.  The absolute sinusoidal input encoding is kept, as in the vanilla
   model, so ``rope`` differs from ``none`` only in those layers' attention.
 
-With input/sum, head and rope no parameter is added; the gated fusion adds zero-initialised ones.  No mode draws
+``--encoder-layers 0`` (an encoder-free model: embeddings and position encodings straight into the decoder's
+cross-attention) works with ``none`` and ``input``; ``head`` and ``rope`` need attention layers and say so.
+
+With input/sum, head and rope no parameter is added; the gated fusion adds zero-initialised ones, which a vanilla
+checkpoint lacks: loading one (``--finetune-from-model``) fills them with those initial values.  No mode draws
 extra random numbers, so every model built with the same seed starts from the vanilla model's weights.
 """
 from __future__ import annotations
@@ -99,12 +104,18 @@ class XLPositionOptions:
         xl_heads = default_xl_heads(num_heads) if xl_heads is None else int(xl_heads)
         if not 1 <= xl_heads <= num_heads:
             raise ValueError(f"--xl-heads must be between 1 and --encoder-attention-heads ({num_heads}), got {xl_heads}")
-        layers = parse_xl_layers(getattr(args, "xl_head_layers", None) or "0", num_layers)
+        layers: Tuple[int, ...] = ()
+        if integration in ("head", "rope"):  # the only modes that act inside attention layers
+            if num_layers == 0:
+                raise ValueError(f"--xl-integration {integration} puts XL positions into encoder self-attention, "
+                                 "and --encoder-layers 0 has none: use --xl-integration input (or none) for an "
+                                 "encoder-free model")
+            layers = parse_xl_layers(getattr(args, "xl_head_layers", None) or "0", num_layers)
         return cls(integration=integration, fusion=fusion, xl_heads=xl_heads, layers=layers)
 
 
 def default_xl_heads(num_heads: int) -> int:
-    """Half of the heads (the paper's HeadXL setting), at least one."""
+    """Half of the heads, at least one: this project's default, not a setting quoted from the paper."""
     return max(1, num_heads // 2)
 
 
@@ -148,9 +159,9 @@ class XLPosTransformerEncoder(TransformerEncoder):
         self,
         src_tokens: Tensor,
         src_lengths: Optional[Tensor] = None,
-        src_xl_positions: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
+        src_xl_positions: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         """fairseq's encoder output dict plus ``"src_xl_positions": [B x T]`` (empty list when not given)."""
         if src_xl_positions is not None and src_xl_positions.shape != src_tokens.shape:
@@ -190,18 +201,31 @@ class XLPosTransformerEncoder(TransformerEncoder):
             x = encoder_embedding + pe_abs
         else:
             x = encoder_embedding
+        # HeadXL: the XL heads' input is E + PE(xl) prepared exactly like the standard input, with the same
+        # dropout mask, so that in training too they see dropout(E + PE(xl)) and no trace of PE(abs).
+        x_xl = encoder_embedding + pe_xl if mode == "head" else None
         if self.layernorm_embedding is not None:
             x = self.layernorm_embedding(x)
-        x = self.dropout_module(x)
+            x_xl = self.layernorm_embedding(x_xl) if x_xl is not None else None
+        if x_xl is None:
+            x = self.dropout_module(x)
+        else:
+            ones = torch.ones_like(x)
+            keep = self.dropout_module(ones)  # the mask F.dropout would draw for x (same shape, same draws)
+            if keep is not ones:
+                x, x_xl = x * keep, x_xl * keep
         if self.quant_noise is not None:
             x = self.quant_noise(x)
         if has_pads:
-            x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x))
+            not_pad = 1 - encoder_padding_mask.unsqueeze(-1).type_as(x)
+            x = x * not_pad
+            x_xl = x_xl * not_pad if x_xl is not None else None
         x = x.transpose(0, 1)  # B x T x C -> T x B x C
 
         xl_inputs: Dict[str, Tensor] = {}
-        if mode == "head":
-            xl_inputs["xl_shift"] = (pe_xl - pe_abs).transpose(0, 1)
+        if x_xl is not None:
+            # Every XL layer adds this to its own input: in the first layer that gives x_xl exactly.
+            xl_inputs["xl_shift"] = x_xl.transpose(0, 1) - x
         elif mode == "rope":
             head_dim = x.size(-1) // self.cfg.encoder.attention_heads
             abs_positions = utils.make_positions(src_tokens, self.padding_idx)
@@ -236,6 +260,17 @@ class XLPosTransformerEncoder(TransformerEncoder):
             "src_tokens": [],
             "src_lengths": [src_lengths],
         }
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """fairseq's upgrades, plus the gated fusion's parameters at their initial values when the state lacks
+        them (a vanilla Transformer checkpoint, ``--finetune-from-model``/``--restore-file`` into InXL gated):
+        the model then starts as the vanilla model it was loaded from, with the gate at its fresh start."""
+        state_dict = super().upgrade_state_dict_named(state_dict, name)
+        if self.xl_fusion is not None:
+            prefix = f"{name}.xl_fusion." if name else "xl_fusion."
+            for key, value in self.xl_fusion.initial_state().items():
+                state_dict.setdefault(prefix + key, value)
+        return state_dict
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
         """fairseq's reordering, plus the XL positions (selected along the batch dimension)."""
@@ -312,12 +347,13 @@ class XLPosTransformerModel(TransformerModel):
         src_tokens: Tensor,
         src_lengths: Tensor,
         prev_output_tokens: Tensor,
-        src_xl_positions: Optional[Tensor] = None,
         return_all_hiddens: bool = True,
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
+        src_xl_positions: Optional[Tensor] = None,
     ):
+        # src_xl_positions comes last so that fairseq's positional calls (TransformerModel's order) still work.
         encoder_out = self.encoder(
             src_tokens,
             src_lengths=src_lengths,

@@ -27,6 +27,8 @@ def rotary_cos_sin(positions: Tensor, head_dim: int, base: float = 10000.0, dtyp
 
 def apply_rotary(x: Tensor, cos_sin: Tensor) -> Tensor:
     """Rotate ``x`` (B x H x T x head_dim) by a table from :func:`rotary_cos_sin` (broadcast over H)."""
-    cos, sin = cos_sin[0], cos_sin[1]
+    # In the activations' dtype: under --amp, q/k are half while the table was built in float32, and a float32
+    # table would silently promote the rotation (and the attention after it) to float32.
+    cos, sin = cos_sin[0].to(x.dtype), cos_sin[1].to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)

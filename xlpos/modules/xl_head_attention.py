@@ -15,7 +15,7 @@ The XL heads are the first ``xl_heads`` heads of the layer (rows 0 .. xl_heads*h
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +62,35 @@ class XLHeadSelfAttention(MultiheadAttention):
         k = self.xl_heads
         return torch.cat([apply_rotary(x[:, :k], rotary_xl), apply_rotary(x[:, k:], rotary_abs)], dim=1)
 
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state=None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+        xl_input: Optional[Tensor] = None,
+        rotary_xl: Optional[Tensor] = None,
+        rotary_abs: Optional[Tensor] = None,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """fairseq's ``MultiheadAttention.forward`` contract for encoder self-attention, plus the XL inputs.
+
+        Returns ``(attn, attn_weights)`` like fairseq: T x B x C, and with ``need_weights`` the attention
+        probabilities averaged over heads (B x T x T), with ``need_head_weights`` per head (H x B x T x T); None
+        otherwise. So forward hooks on ``self_attn`` and analyses that ask for weights work on XL layers too.
+        """
+        if (key is not None and key is not query) or (value is not None and value is not query):
+            raise ValueError("XLHeadSelfAttention is self-attention: key and value must be the query")
+        if incremental_state is not None or static_kv or before_softmax:
+            raise ValueError("XLHeadSelfAttention supports neither incremental_state, static_kv nor before_softmax")
+        return self._attend(query, key_padding_mask, attn_mask, xl_input, rotary_xl, rotary_abs,
+                            need_weights or need_head_weights, need_head_weights)
+
     def forward_xl(
         self,
         x: Tensor,
@@ -77,6 +106,19 @@ class XLHeadSelfAttention(MultiheadAttention):
         prepares it).  xl_input: T x B x C query/key input of the XL heads.  rotary_xl / rotary_abs: tables from
         :func:`xlpos.modules.rotary.rotary_cos_sin` (both or neither).
         """
+        return self._attend(x, key_padding_mask, attn_mask, xl_input, rotary_xl, rotary_abs, False, False)[0]
+
+    def _attend(
+        self,
+        x: Tensor,
+        key_padding_mask: Optional[Tensor],
+        attn_mask: Optional[Tensor],
+        xl_input: Optional[Tensor],
+        rotary_xl: Optional[Tensor],
+        rotary_abs: Optional[Tensor],
+        need_weights: bool,
+        need_head_weights: bool,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         seq_len, bsz, embed_dim = x.shape
         if xl_input is None:
             q = self.q_proj(x)
@@ -105,10 +147,20 @@ class XLHeadSelfAttention(MultiheadAttention):
                 additive = additive.masked_fill(~mask, float("-inf"))
             mask = additive
         dropout_p = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
-        # Default scale 1/sqrt(head_dim) is fairseq's self.scaling.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        weights: Optional[Tensor] = None
+        if need_weights:
+            # The fused kernel does not return probabilities: the same computation, spelled out.
+            scores = torch.matmul(q * self.scaling, k.transpose(-1, -2))  # B x H x T x T
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+            probs = torch.softmax(scores.float(), dim=-1).type_as(scores)
+            out = torch.matmul(F.dropout(probs, p=dropout_p, training=dropout_p > 0), v)
+            weights = probs.transpose(0, 1) if need_head_weights else probs.mean(dim=1)  # fairseq's layouts
+        else:
+            # Default scale 1/sqrt(head_dim) is fairseq's self.scaling.
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         out = out.permute(2, 0, 1, 3).reshape(seq_len, bsz, embed_dim)
-        return self.out_proj(out)
+        return self.out_proj(out), weights
 
 
 class XLTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -142,8 +194,9 @@ class XLTransformerEncoderLayer(TransformerEncoderLayerBase):
     ):
         """Same computation as fairseq's encoder layer, with XL heads in the self-attention.
 
-        xl_shift: T x B x C, PE(xl) - PE(abs); the XL heads' query/key input is the (normalised, if
-        normalize_before) layer input plus this shift.  rotary_xl/rotary_abs: see XLHeadSelfAttention.
+        xl_shift: T x B x C, the XL input minus the standard one at the encoder input (after the same dropout
+        mask, see XLPosTransformerEncoder); the XL heads' query/key input is the (normalised, if normalize_before)
+        layer input plus this shift.  rotary_xl/rotary_abs: see XLHeadSelfAttention.
         """
         if attn_mask is not None:
             # Same convention as fairseq: a finite large negative value, not -inf, for masked entries.
@@ -155,9 +208,13 @@ class XLTransformerEncoderLayer(TransformerEncoderLayerBase):
             x = self.self_attn_layer_norm(x)
             if xl_input is not None:
                 xl_input = self.self_attn_layer_norm(xl_input)
-        x = self.self_attn.forward_xl(
-            x,
+        # Through __call__ with fairseq's arguments, so hooks on self_attn see XL layers like vanilla ones.
+        x, _ = self.self_attn(
+            query=x,
+            key=x,
+            value=x,
             key_padding_mask=encoder_padding_mask,
+            need_weights=False,
             attn_mask=attn_mask,
             xl_input=xl_input,
             rotary_xl=rotary_xl,

@@ -64,6 +64,10 @@ class GatedPositionFusion(nn.Module):
         self.weight = nn.Parameter(torch.zeros(embed_dim, 2 * embed_dim))
         self.bias = nn.Parameter(torch.zeros(embed_dim))
 
+    def initial_state(self) -> dict[str, Tensor]:
+        """The parameters as a freshly built module holds them (the state a vanilla checkpoint lacks)."""
+        return {"weight": torch.zeros_like(self.weight), "bias": torch.zeros_like(self.bias)}
+
     def forward(self, pe_abs: Tensor, pe_xl: Tensor) -> Tensor:
         gate = torch.sigmoid(F.linear(torch.cat([pe_abs, pe_xl], dim=-1), self.weight, self.bias))
         return pe_xl + gate * (pe_abs - pe_xl)
