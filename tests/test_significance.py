@@ -114,7 +114,7 @@ def test_over_seeds_counts_significant_pairs_and_concatenates() -> None:
     assert record["significant_seed_pairs"] == {"BLEU": 2, "chrF2": 2} and record["seed_pair_count"] == 2
     assert "anti-conservative" in record["concatenated_caveat"]
     json.dumps(record)  # plain JSON types only
-    table = sig.format_table(list(out.values()))
+    table = sig.format_table([c.to_dict() for c in out.values()])
     assert "concat*" in table and "BLEU 2/2, chrF2 2/2" in table and "BLEU 1/1" in table
 
 

@@ -194,26 +194,26 @@ def compare_over_seeds(baseline_name: str, baseline_runs: Mapping[str, Sequence[
     return out
 
 
-def format_table(comparisons: Sequence[SeededComparison]) -> str:
-    """Plain-text table: per system, seed pair and metric, the delta, both p-values and the 95% CIs."""
-    header = (f"{'system':<16} {'seeds':<9} {'metric':<6} {'baseline':>17} {'system':>17} {'delta':>7} "
-              f"{'p (bootstrap)':>13} {'p (AR)':>8}")
+def format_table(records: Sequence[dict]) -> str:
+    """Plain-text table of SeededComparison.to_dict() records (what the JSON holds, so a report can be printed
+    again from stored results): per system, seed pair and metric, the delta, both p-values and the 95% CIs."""
+    header = (f"{'system':<16} {'baseline':<12} {'seeds':<9} {'metric':<6} {'baseline':>15} {'system':>15} "
+              f"{'delta':>7} {'p (bootstrap)':>13} {'p (AR)':>8}")
     lines = [header, "-" * len(header)]
-    for c in comparisons:
-        rows = [(f"{p.baseline_seed}/{p.system_seed}", p.comparison) for p in c.seed_pairs]
-        if c.concatenated is not None:
-            rows.append(("concat*", c.concatenated))
+    for c in records:
+        rows = [(f"{p['baseline_seed']}/{p['system_seed']}", p["comparison"]) for p in c["seed_pairs"]]
+        if c.get("concatenated"):
+            rows.append(("concat*", c["concatenated"]))
         for label, comp in rows:
-            for t in comp.tests:
-                lines.append(f"{c.system:<16} {label:<9} {t.metric:<6} "
-                             f"{t.baseline_score:>7.2f} ({t.baseline_ci95:>4.2f}) {t.system_score:>7.2f} "
-                             f"({t.system_ci95:>4.2f}) {t.delta:>+7.2f} {t.p_bootstrap:>13.4f} "
-                             f"{t.p_randomization:>8.4f}")
-        counts = ", ".join(f"{m} {c.significant_pairs(m)}/{len(c.seed_pairs)}"
-                           for m in (t.metric for t in c.seed_pairs[0].comparison.tests)) if c.seed_pairs else ""
-        lines.append(f"{'':<16} significant seed pairs (both tests p < {c.alpha}, delta != 0): {counts}")
-    lines.append("score (x): sacreBLEU score and the half-width of its bootstrap 95% confidence interval")
-    if any(c.concatenated is not None for c in comparisons):
+            for t in comp["tests"]:
+                lines.append(f"{c['system']:<16} {c['baseline']:<12} {label:<9} {t['metric']:<6} "
+                             f"{t['baseline_score']:>6.2f} ±{t['baseline_ci95']:<6.2f} {t['system_score']:>6.2f} "
+                             f"±{t['system_ci95']:<6.2f} {t['delta']:>+7.2f} {t['p_bootstrap']:>13.4f} "
+                             f"{t['p_randomization']:>8.4f}")
+        counts = ", ".join(f"{m} {k}/{c['seed_pair_count']}" for m, k in c["significant_seed_pairs"].items())
+        lines.append(f"{'':<16} significant seed pairs (both tests p < {c['alpha']}, delta != 0): {counts}")
+    lines.append("score ±x: sacreBLEU score and the half-width of its bootstrap 95% confidence interval")
+    if any(c.get("concatenated") for c in records):
         lines.append("* " + CONCATENATION_CAVEAT)
     return "\n".join(lines)
 
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(systems)} system(s) against {base_name} on {args.ref} ({len(refs)} sentences, {len(labels)} "
           f"seed(s)): paired bootstrap ({args.bs_samples} resamples) and approximate randomization "
           f"({args.ar_trials} trials), sacreBLEU seed {args.seed}")
-    print(format_table(comparisons))
+    print(format_table([c.to_dict() for c in comparisons]))
     if args.json:
         from preprocess.io import atomic_output
         with atomic_output(args.json) as f:
