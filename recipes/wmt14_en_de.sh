@@ -17,8 +17,9 @@
 # CLEAN_RATIO), word alignment of ALIGN_LINES pairs, reorderer trained on REORDER_TRAIN_LINES pairs and applied
 # to every split (REORDER_SHARDS parallel --shard jobs x --workers), joint BPE sentencepiece (32k), fairseq with a
 # joined dictionary, fp16 on GPU, checkpoint averaging, beam 4, length penalty 0.6.
-# Scores: detokenized sacreBLEU (with signature) and, for En => De, the tokenized compound-split BLEU that
-# Vaswani et al. and the paper report (labelled as such; not comparable with sacreBLEU).
+# Scores: detokenized sacreBLEU (with signature) and, for En => De, the tokenized compound-split BLEU of Vaswani
+# et al. (2017)'s convention, which this project adds for comparison with papers that report WMT14 En-De that way
+# (labelled as such; not comparable with sacreBLEU).
 set -euo pipefail
 # shellcheck source=recipes/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
