@@ -186,3 +186,18 @@ def test_encoder_free_attention_modes_say_why_not(integration):
     with pytest.raises(ValueError, match="--encoder-layers 0") as error:
         build_xl(integration, encoder_layers=0)
     assert "\n" not in str(error.value)
+
+
+# ---- TorchScript -------------------------------------------------------------------------------------------------
+def test_none_mode_scripts_like_fairseqs_transformer():
+    model = build_xl("none")
+    scripted = torch.jit.script(model)
+    tokens, lengths, _ = batch()
+    prev = prev_output_tokens_for(tokens)
+    torch.testing.assert_close(scripted(tokens, lengths, prev)[0], model(tokens, lengths, prev)[0])
+
+
+@pytest.mark.parametrize("integration", ["input", "head", "rope"])
+def test_scripting_an_xl_mode_says_it_is_unsupported(integration):
+    with pytest.raises(RuntimeError, match="--xl-integration none only"):
+        torch.jit.script(build_xl(integration))

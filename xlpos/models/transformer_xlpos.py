@@ -164,6 +164,12 @@ class XLPosTransformerEncoder(TransformerEncoder):
         src_xl_positions: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         """fairseq's encoder output dict plus ``"src_xl_positions": [B x T]`` (empty list when not given)."""
+        if torch.jit.is_scripting():
+            # TorchScript compiles only this branch: the vanilla computation, the one mode that scripts
+            # (__prepare_scriptable__ refuses the others before compilation).
+            scripted = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+            scripted["src_xl_positions"] = [] if src_xl_positions is None else [src_xl_positions]
+            return scripted
         if src_xl_positions is not None and src_xl_positions.shape != src_tokens.shape:
             raise ValueError(
                 f"src_xl_positions has shape {tuple(src_xl_positions.shape)}, src_tokens {tuple(src_tokens.shape)}"
@@ -261,6 +267,15 @@ class XLPosTransformerEncoder(TransformerEncoder):
             "src_lengths": [src_lengths],
         }
 
+    def __prepare_scriptable__(self):
+        """``torch.jit.script`` hook: only ``--xl-integration none`` is scriptable (see the class docstring)."""
+        if self.xl.integration != "none":
+            raise RuntimeError(
+                f"torch.jit.script supports transformer_xlpos with --xl-integration none only, not "
+                f"{self.xl.integration}: the XL modes use Python-side options and fused attention that TorchScript "
+                "cannot compile; use the eager model (or torch.compile / torch.export)")
+        return self
+
     def upgrade_state_dict_named(self, state_dict, name):
         """fairseq's upgrades, plus the gated fusion's parameters at their initial values when the state lacks
         them (a vanilla Transformer checkpoint, ``--finetune-from-model``/``--restore-file`` into InXL gated):
@@ -275,7 +290,7 @@ class XLPosTransformerEncoder(TransformerEncoder):
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
         """fairseq's reordering, plus the XL positions (selected along the batch dimension)."""
         reordered = super().reorder_encoder_out(encoder_out, new_order)
-        xl = encoder_out.get("src_xl_positions", [])
+        xl: List[Tensor] = encoder_out["src_xl_positions"] if "src_xl_positions" in encoder_out else []
         reordered["src_xl_positions"] = [xl[0].index_select(0, new_order)] if len(xl) > 0 else []
         return reordered
 
