@@ -13,8 +13,15 @@ In-process rather than through fairseq-train: identical batches for every model 
 noise, so the figures isolate the model's cost.  XL positions are the reversed word order (speed does not depend
 on their values).
 
+On a GPU (--device cuda) every step ends with a device synchronisation, so wall-clock time is the step's; --fp16
+/--bf16 run the step under torch.autocast with float32 weights (fairseq's --fp16 instead keeps float16 weights
+and a float32 master copy: the same matrix products, a different optimizer step).  What fairseq-train costs end
+to end, data loading and collation included, is benchmarks/train_throughput.py's measurement, which also calls
+measure() here for its in-process column.
+
     python benchmarks/speed_xl_vs_vanilla.py --lines 2000 --updates 10 --rounds 5 --threads 1
     python benchmarks/speed_xl_vs_vanilla.py --modes input:sum,input:gated,head:sum,rope:sum --embed-dim 512
+    python benchmarks/speed_xl_vs_vanilla.py --device cuda --fp16 --embed-dim 512 --ffn-dim 2048 --layers 6 --heads 8
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import logging
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
@@ -116,24 +124,32 @@ def model_args(opts: argparse.Namespace, mode: str | None) -> argparse.Namespace
 
 
 class Runner:
-    def __init__(self, name: str, model, is_xl: bool, lr: float) -> None:
-        self.name, self.model, self.is_xl = name, model.train(), is_xl
+    def __init__(self, name: str, model, is_xl: bool, lr: float, device: torch.device,
+                 autocast_dtype: torch.dtype | None = None) -> None:
+        self.name, self.model, self.is_xl = name, model.to(device).train(), is_xl
+        self.device, self.autocast_dtype = device, autocast_dtype
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
 
     def step(self, batch: Batch, pad: int) -> None:
         extra = {"src_xl_positions": batch.src_xl_positions} if self.is_xl else {}
-        logits = self.model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens, **extra)[0]
+        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
+                    else nullcontext())
+        with autocast:
+            logits = self.model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens, **extra)[0]
         loss = F.cross_entropy(
-            logits.view(-1, logits.size(-1)), batch.target.view(-1), ignore_index=pad, reduction="sum"
+            logits.float().view(-1, logits.size(-1)), batch.target.view(-1), ignore_index=pad, reduction="sum"
         ) / batch.ntokens
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
 
     def timed_step(self, batch: Batch, pad: int) -> tuple:
-        """(wall seconds, CPU seconds of the process) of one update."""
+        """(wall seconds, CPU seconds of the process) of one update; on a GPU the step's kernels are waited for,
+        so that its time is not billed to the next model's step."""
         wall, cpu = time.perf_counter(), time.process_time()
         self.step(batch, pad)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -151,7 +167,7 @@ def interleaved_round(runners: List[Runner], batches: List[Batch], pad: int) -> 
     return {name: (words / wall[name], words / cpu[name]) for name in wall}
 
 
-def main(argv: List[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA, help="folder with train.en and train.ja")
     parser.add_argument("--lines", type=int, default=2000, help="first N sentence pairs")
@@ -163,11 +179,25 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--ffn-dim", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (0: leave torch's default)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--fp16", action="store_true", help="autocast to float16 (GPU)")
+    parser.add_argument("--bf16", action="store_true", help="autocast to bfloat16")
     parser.add_argument("--seed", type=int, default=1)
-    opts = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    torch.set_num_threads(opts.threads)
+    return parser
+
+
+def measure(opts: argparse.Namespace) -> Dict[str, List[tuple]]:
+    """Train every model on the same batches, interleaved; name -> per-round (wall wps, CPU wps).  The baseline
+    is named "vanilla", the XL models by their --modes entry."""
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    if opts.fp16 and opts.bf16:
+        raise SystemExit("--fp16 and --bf16 exclude each other")
+    device = torch.device(opts.device)
+    autocast_dtype = torch.float16 if opts.fp16 else torch.bfloat16 if opts.bf16 else None
 
     pairs = read_corpus(opts.data / "train.en", opts.data / "train.ja", opts.lines)
     dictionary = Dictionary()
@@ -178,12 +208,13 @@ def main(argv: List[str] | None = None) -> int:
     batches = make_batches(pairs, dictionary, opts.max_tokens)
     generator = torch.Generator().manual_seed(opts.seed)
     order = torch.randperm(len(batches), generator=generator).tolist()
-    run_batches = [batches[i % len(batches)] for i in order[: opts.updates]]
+    run_batches = [to_device(batches[i % len(batches)], device) for i in order[: opts.updates]]
     task = JoinedDictTask(dictionary)
     print(
         f"data: {len(pairs)} pairs, dict {len(dictionary)}, {len(batches)} batches; timed run = {len(run_batches)} "
         f"updates, {sum(b.ntokens for b in run_batches)} target tokens; model {opts.layers}+{opts.layers} layers, "
-        f"dim {opts.embed_dim}, ffn {opts.ffn_dim}, heads {opts.heads}; threads {opts.threads}"
+        f"dim {opts.embed_dim}, ffn {opts.ffn_dim}, heads {opts.heads}; threads {torch.get_num_threads()}; "
+        f"device {opts.device}{' autocast ' + str(autocast_dtype) if autocast_dtype else ''}"
     )
 
     runners = []
@@ -191,7 +222,8 @@ def main(argv: List[str] | None = None) -> int:
         torch.manual_seed(opts.seed)
         args = model_args(opts, mode)
         cls = TransformerModel if mode is None else XLPosTransformerModel
-        runners.append(Runner(mode or "vanilla", cls.build_model(args, task), mode is not None, lr=5e-4))
+        runners.append(Runner(mode or "vanilla", cls.build_model(args, task), mode is not None, lr=5e-4,
+                              device=device, autocast_dtype=autocast_dtype))
 
     interleaved_round(runners, run_batches, dictionary.pad())  # warm-up: allocator, kernels, every batch shape
     wps: Dict[str, List[tuple]] = {r.name: [] for r in runners}
@@ -200,7 +232,18 @@ def main(argv: List[str] | None = None) -> int:
             wps[name].append(figures)
         print(f"round {round_index + 1} wps (wall/CPU): "
               + "  ".join(f"{n} {v[-1][0]:.0f}/{v[-1][1]:.0f}" for n, v in wps.items()), flush=True)
+    return wps
 
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    return Batch(batch.src_tokens.to(device), batch.src_lengths.to(device), batch.src_xl_positions.to(device),
+                 batch.prev_output_tokens.to(device), batch.target.to(device), batch.ntokens)
+
+
+def main(argv: List[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    wps = measure(opts)
     for kind, k in (("wall-clock", 0), ("CPU-time", 1)):
         print(f"\n{kind} words/s over {opts.rounds} rounds; ratio XL/vanilla per round, median [min..max]")
         for name, values in wps.items():
