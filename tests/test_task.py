@@ -80,7 +80,7 @@ def test_combined_shards_keep_positions_aligned(tiny_corpus, tmp_path):
     for name in os.listdir(data_bin):  # a second shard "valid1" = copy of test, as fairseq names extra shards
         if name.startswith("test."):
             shutil.copy(data_bin / name, data_bin / name.replace("test.", "valid1.", 1))
-    task = make_task(data_bin, "--upsample-primary", "2")  # fairseq's default (-1) cannot combine shards at all
+    task = make_task(data_bin, "--upsample-primary", "2")  # the primary shard twice (default: once)
     task.load_dataset("valid", combine=True)
     valid = tiny_corpus.xl_positions("valid")
     expected = valid + valid + tiny_corpus.xl_positions("test")

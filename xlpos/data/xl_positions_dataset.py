@@ -202,6 +202,9 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
         """fairseq's batches, plus the final one that fairseq 0.12 drops when its size is not a multiple of
         --required-batch-size-multiple (default 8): without it fairseq-generate silently skips up to 7 test
         sentences and every epoch skips its last examples (facebookresearch/fairseq#5036)."""
+        if self.dataset.get_batch_shapes() is not None and max_tokens is None:
+            # fairseq's bare `assert` otherwise; each bucket's batch size is derived from --max-tokens
+            raise ValueError("--num-batch-buckets needs --max-tokens (fairseq sizes each bucket's batches by it)")
         batches = list(self.dataset.batch_by_size(indices, max_tokens=max_tokens, max_sentences=max_sentences,
                                                   required_batch_size_multiple=required_batch_size_multiple))
         indices = np.asarray(indices, dtype=np.int64)

@@ -37,9 +37,10 @@ from fairseq import utils
 from fairseq.data import LanguagePairDataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from fairseq.tasks.translation import TranslationConfig, TranslationTask, load_langpair_dataset
 
 from xlpos.data.contrastive_positions import CONTRASTS, RAW_INPUT, XLContrast
+from xlpos.data.length_buckets import apply_length_buckets
 from xlpos.data.xl_positions_dataset import (
     XL_POSITIONS_KEY,
     LanguagePairWithXLPositionsDataset,
@@ -199,6 +200,7 @@ class TranslationXLPosTask(TranslationTask):
     def setup_task(cls, cfg: TranslationXLPosConfig, **kwargs):
         task = super().setup_task(cfg, **kwargs)
         task._cfg_from_checkpoint = bool(kwargs.get("from_checkpoint", False))
+        task._upsample_primary()  # a bad value is an error now, not when a later epoch combines shards
         if task.xl_contrast.active:
             logger.info("translation_xlpos: %s: contrastive XL positions for every split and raw input",
                         task.xl_contrast.describe())
@@ -364,11 +366,7 @@ class TranslationXLPosTask(TranslationTask):
 
     # ---- datasets from the data-bin -------------------------------------------------------------------------
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs) -> None:
-        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
-        pair = self.datasets[split]
-        if not isinstance(pair, LanguagePairDataset):
-            raise TypeError(f"translation_xlpos expects a LanguagePairDataset for split {split}, got "
-                            f"{type(pair).__name__}")
+        pair = self._load_language_pair(split, epoch, combine)
         if self.xl_contrast.ignores_loaded:  # the positions of the data-bin would be thrown away: not read
             xl, name = None, f"XL positions of split {split} ({self.xl_contrast.describe()})"
         elif self.cfg.xl_positions == "monotone":
@@ -380,6 +378,34 @@ class TranslationXLPosTask(TranslationTask):
             self._report_agreement_with_reorderer(split, pair, xl, name)
         self.datasets[split] = LanguagePairWithXLPositionsDataset(
             pair, xl, name=name, truncate_source=self.cfg.truncate_source, contrast=self.xl_contrast)
+
+    def _upsample_primary(self) -> int:
+        """Copies of the first shard (``{split}``) when split shards (``{split}1``, ...) are combined. fairseq's
+        default, -1, means "not set" but reaches ConcatDataset as a ratio and crashes fairseq 0.12 (vanilla
+        translation too: "negative dimensions are not allowed"); here it means 1."""
+        value = int(self.cfg.upsample_primary)
+        if value == -1:
+            return 1
+        if value < 1:
+            raise ValueError(f"--upsample-primary {value}: must be a positive number of copies of the first shard "
+                             "(-1, the default, means 1)")
+        return value
+
+    def _load_language_pair(self, split: str, epoch: int, combine: bool) -> LanguagePairDataset:
+        """The dataset TranslationTask.load_dataset builds, with what fairseq 0.12 cannot do itself: split shards
+        with the default --upsample-primary (see _upsample_primary) and --num-batch-buckets under numpy 2
+        (xlpos.data.length_buckets)."""
+        pair = load_langpair_dataset(
+            self._split_data_path(split, epoch), split, self.cfg.source_lang, self.src_dict, self.cfg.target_lang,
+            self.tgt_dict, combine=combine, dataset_impl=self.cfg.dataset_impl,
+            upsample_primary=self._upsample_primary(), left_pad_source=self.cfg.left_pad_source,
+            left_pad_target=self.cfg.left_pad_target, max_source_positions=self.cfg.max_source_positions,
+            max_target_positions=self.cfg.max_target_positions, load_alignments=self.cfg.load_alignments,
+            truncate_source=self.cfg.truncate_source, num_buckets=0, shuffle=(split != "test"),
+            pad_to_multiple=self.cfg.required_seq_len_multiple)
+        if self.cfg.num_batch_buckets > 0:
+            apply_length_buckets(pair, self.cfg.num_batch_buckets)
+        return pair
 
     def _reorder_split(self, split: str, pair: LanguagePairDataset) -> List[torch.Tensor]:
         pipeline = self.xl_pipeline
@@ -415,7 +441,8 @@ class TranslationXLPosTask(TranslationTask):
             logger.info(message)
 
     def _split_data_path(self, split: str, epoch: int) -> str:
-        # The same choice TranslationTask.load_dataset makes: round-robin over paths for train, first path else.
+        # TranslationTask.load_dataset's choice: one data-bin of DATA (data-bin1:data-bin2:...) per epoch,
+        # round-robin, for the training split; the first one for the others.
         paths = utils.split_paths(self.cfg.data)
         if split != self.cfg.train_subset:
             paths = paths[:1]
@@ -447,7 +474,7 @@ class TranslationXLPosTask(TranslationTask):
             parts.append(xl)
             if not combine:
                 break
-        return concat_like_source(parts, self.cfg.upsample_primary), xl_positions_prefix(data_path, split, src, tgt)
+        return concat_like_source(parts, self._upsample_primary()), xl_positions_prefix(data_path, split, src, tgt)
 
     # ---- raw text: fairseq-interactive and hub ----------------------------------------------------------------
     def build_tokenizer(self, args):
