@@ -1,0 +1,82 @@
+"""Plumbing of the speed benchmarks (benchmarks/train_throughput.py, speed_xl_vs_vanilla.py, gpu_check.sh): they run
+end to end on tiny inputs and report what they say they report. No timing is asserted: speeds depend on the
+machine and its load, and the benchmarks print ratios against a baseline from the same run for that reason."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+BENCH = REPO / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import speed_xl_vs_vanilla  # noqa: E402
+import train_throughput  # noqa: E402
+
+ENJA = REPO.parent / "shared" / "data" / "enja"
+
+
+def inner_line(updates, wps, wpb):
+    record = {"epoch": 1, "update": 0.1, "loss": "9.1", "wps": str(wps), "ups": "1.0", "wpb": str(wpb),
+              "num_updates": str(updates), "wall": "3"}
+    return "2026-12-03 07:00:00 | INFO | train_inner | " + json.dumps(record)
+
+
+def test_steady_figures_leave_out_the_first_interval():
+    lines = ["noise", inner_line(10, 50.0, 100.0), inner_line(20, 1000.0, 200.0), inner_line(25, 500.0, 100.0)]
+    records = train_throughput.parse_inner(lines)
+    assert [int(r["num_updates"]) for r in records] == [10, 20, 25]
+    tokens, seconds, updates = train_throughput.steady_figures(records)
+    # interval 2: 10 updates x 200 tokens at 1000 wps = 2 s; interval 3: 5 x 100 at 500 wps = 1 s
+    assert (tokens, seconds, updates) == (2500.0, 3.0, 15)
+
+
+def test_modes_map_to_fairseq_arguments():
+    assert train_throughput.mode_args("vanilla")[2:] == ["--task", "translation", "--arch", "transformer"]
+    args = train_throughput.mode_args("input:gated")
+    assert args[args.index("--xl-integration") + 1] == "input" and args[args.index("--xl-fusion") + 1] == "gated"
+    assert "--xl-fusion" not in train_throughput.mode_args("rope")
+    assert train_throughput.inprocess_mode("rope") == "rope:sum"
+
+
+def test_summary_ratios_are_per_round_speeds_against_vanilla():
+    runs = [train_throughput.RunResult("vanilla", k, 10.0, 8.0, 20, 1000.0, 1.0, "") for k in range(2)]
+    runs += [train_throughput.RunResult("rope", 0, 20.0, 16.0, 20, 500.0, 1.0, ""),
+             train_throughput.RunResult("rope", 1, 10.0, 8.0, 20, 1000.0, 1.0, "")]
+    summary = train_throughput.summarize(runs, ["vanilla", "rope"])
+    assert summary["rope"]["ratio_steady_wps"] == [0.5, 1.0]
+    assert summary["rope"]["ratio_process"] == [0.5, 1.0]
+    assert summary["rope"]["ratio_cpu"] == [0.5, 1.0]
+
+
+def test_train_throughput_runs_fairseq_train_for_every_mode(tiny_corpus, tmp_path):
+    """One round of two modes through the real fairseq-train on the tiny corpus, on CPU."""
+    out = tmp_path / "throughput.json"
+    proc = run_cli([sys.executable, str(BENCH / "train_throughput.py"), "--data-bin", str(tiny_corpus.data_bin),
+                    "--source-lang", "src", "--target-lang", "tgt", "--size", "tiny", "--device", "cpu",
+                    "--modes", "input:gated", "--rounds", "1", "--max-update", "4", "--log-interval", "2",
+                    "--inprocess-updates", "0", "--work", str(tmp_path), "--json", str(out)], timeout=300)
+    assert "ratio steady wps" in proc.stdout
+    data = json.loads(out.read_text())
+    assert set(data["summary"]) == {"vanilla", "input:gated"}
+    assert [run["mode"] for run in data["runs"]] == ["vanilla", "input:gated"]
+    for run in data["runs"]:
+        assert run["updates"] == 4 and run["steady_seconds"] > 0 and run["steady_tokens"] > 0
+        assert "--task" in Path(run["log"]).read_text()
+
+
+@pytest.mark.skipif(not (ENJA / "train.ja").exists(), reason=f"Tanaka corpus not found in {ENJA}")
+def test_inprocess_measure_returns_rounds_for_every_model():
+    opts = speed_xl_vs_vanilla.build_parser().parse_args(
+        ["--lines", "40", "--updates", "2", "--rounds", "2", "--modes", "none:sum,rope:sum", "--embed-dim", "16",
+         "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--threads", "1", "--max-tokens", "256"])
+    wps = speed_xl_vs_vanilla.measure(opts)
+    assert list(wps) == ["vanilla", "none:sum", "rope:sum"]
+    assert all(len(rounds) == 2 and all(w > 0 and c > 0 for w, c in rounds) for rounds in wps.values())
+
+
+def test_gpu_check_script_parses():
+    subprocess.run(["bash", "-n", str(BENCH / "gpu_check.sh")], check=True)
