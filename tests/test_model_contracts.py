@@ -201,3 +201,18 @@ def test_none_mode_scripts_like_fairseqs_transformer():
 def test_scripting_an_xl_mode_says_it_is_unsupported(integration):
     with pytest.raises(RuntimeError, match="--xl-integration none only"):
         torch.jit.script(build_xl(integration))
+
+
+@pytest.mark.parametrize("integration", ["none", "input"])
+def test_encoder_free_model_trains_and_translates_through_the_clis(tiny_corpus, tmp_path, integration):
+    from conftest import PLUGIN_DIR, cli, run_cli, tiny_model_args
+
+    save_dir = tmp_path / "checkpoints"
+    args = tiny_model_args(tiny_corpus, save_dir, 3, tmp_path / "tensorboard")
+    args[args.index("--xl-integration") + 1] = integration
+    args[args.index("--encoder-layers") + 1] = "0"
+    run_cli(args)
+    proc = run_cli([cli("fairseq-generate"), str(tiny_corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
+                    "--task", "translation_xlpos", "--path", str(save_dir / "checkpoint_last.pt"),
+                    "--gen-subset", "test", "--beam", "2", "--max-len-b", "5", "--cpu"])
+    assert proc.stdout.count("\nH-") == tiny_corpus.sizes["test"]
