@@ -149,3 +149,33 @@ def test_inference_step_keeps_positions_it_is_given(tiny_corpus):
     generator = RecordingGenerator()
     task.inference_step(generator, [], batch)
     assert generator.samples[0]["net_input"]["src_xl_positions"] is batch["net_input"]["src_xl_positions"]
+
+
+class OnDevice(torch.Tensor):
+    """A CPU tensor standing for one on a GPU: tensors computed from it stay 'on the device', and every method
+    that would copy it to the host (cpu, to, tolist, item, numpy) is recorded and returns a plain CPU tensor."""
+
+    copies_to_host: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("cpu", "to", "tolist", "item", "numpy", "__array__") and isinstance(args[0], cls):
+            cls.copies_to_host.append(name)
+            with torch._C.DisableTorchFunctionSubclass():
+                out = func(*args, **(kwargs or {}))
+                # (.cpu() of a CPU tensor is the tensor itself: make the "host copy" a plain tensor)
+                return out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+@pytest.mark.parametrize("mode", ["file", "monotone"])
+def test_interactive_batch_positions_cross_to_the_host_once(tiny_corpus, mode):
+    task = make_task(tiny_corpus.data_bin, "--xl-positions", mode)
+    tokens = encode(task, ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w1", "w2 w3 w4 w5 w6"])
+    dataset = task.build_dataset_for_inference(tokens, [t.numel() for t in tokens])
+    batch = dataset.collater([dataset[i] for i in range(len(tokens))])
+    OnDevice.copies_to_host.clear()
+    xl = task.xl_positions_for_batch(batch["net_input"]["src_tokens"].as_subclass(OnDevice))
+    assert OnDevice.copies_to_host == ["cpu"]  # one transfer per batch, not one per sentence
+    assert torch.equal(xl, batch["net_input"]["src_xl_positions"])
