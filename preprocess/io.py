@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -124,7 +125,15 @@ def remove_stale_temporaries(directory: str, prefix: str, suffix: str = "") -> l
 
 @contextlib.contextmanager
 def atomic_output(path: str, mode: str = "w") -> Iterator[TextIO]:
-    """Write to a temporary file beside `path`, rename it into place only when the block succeeds."""
+    """Write to a temporary file beside `path`, rename it into place only when the block succeeds.
+
+    A symlink is followed (the link stays, its target is replaced); a device or pipe (`/dev/stdout`, a FIFO) is
+    written directly, since renaming onto it would replace the device node instead of writing to it."""
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+        return
+    path = os.path.realpath(path) if os.path.islink(path) else path
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     base = os.path.basename(path)
@@ -345,10 +354,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 def describe_os_error(e: OSError) -> str:
     """`path: reason` of an OSError (`a -> b: reason` for a rename)."""
     what = e.strerror or str(e) or type(e).__name__
-    if e.filename is not None and e.filename2 is not None:
-        return f"{e.filename} -> {e.filename2}: {what}"
-    if e.filename is not None:
-        return f"{e.filename}: {what}"
+    name = None if e.filename is None else (e.filename or "''")  # an empty path would vanish from the line
+    if name is not None and e.filename2 is not None:
+        return f"{name} -> {e.filename2}: {what}"
+    if name is not None:
+        return f"{name}: {what}"
     return what
 
 

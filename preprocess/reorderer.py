@@ -514,6 +514,8 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
         logger.warning("%s: snapshot of an earlier, interrupted run; starting over (--resume would continue it)",
                        snapshot)
     sentences, ranks = _read_corpus(args.src, args.oracle)
+    if not any(2 <= len(s) <= options.max_len for s in sentences):
+        raise InputError(args.src, None, f"no training sentence of 2..{options.max_len} words (--max-len)")
     dev = None
     if args.dev_src:
         dev = DevSet(*_read_corpus(args.dev_src, args.dev_oracle))

@@ -107,6 +107,20 @@ xl_wmt_scale_defaults() {
   : "${XL_INFERENCE_ARGS=$(xl_raw_text_args normalize)}"  # raw-text input for interactive/hub
 }
 
+# xl_private_tmp: every temporary of this run (eflomal's files, fairseq's and torch's pymp-* directories...) goes
+# to $WORK/tmp/PID (TMPDIR), removed when the recipe exits; those of killed runs (PID dead) are removed here, so
+# kills do not make them accumulate.
+xl_private_tmp() {
+  local d
+  for d in "$WORK"/tmp/*; do
+    [ -d "$d" ] && ! kill -0 "${d##*/}" 2>/dev/null && rm -rf "$d"
+  done
+  XL_TMP=$WORK/tmp/$$
+  mkdir -p "$XL_TMP"
+  export TMPDIR=$XL_TMP
+  trap 'rm -rf "$XL_TMP"' EXIT
+}
+
 # xl_defaults: settings every recipe shares; a recipe sets its own defaults before calling this.
 xl_defaults() {
   : "${SRC:?}" "${TGT:?}" "${WORK:?}"
@@ -143,7 +157,13 @@ xl_defaults() {
   : "${GEN_ARGS:=}"                # extra fairseq-generate arguments, e.g. "--max-len-a 1.2 --max-len-b 10"
   : "${FP16:=1}"                   # on GPU only
   : "${VERBOSE:=0}"                # 1: show fairseq's logs as well as writing them to files
-  local system
+  local system var
+  # Integers the recipes compute with or pass on: a typo stops here, naming the variable, not in bash arithmetic.
+  for var in WORKERS SEED ALIGN_LINES REORDER_TRAIN_LINES REORDER_ITERATIONS REORDER_SHARDS SPM_VOCAB MAX_TOKENS \
+             UPDATE_FREQ WARMUP SAVE_INTERVAL_UPDATES AVG_LAST BEAM GEN_MAX_TOKENS MAX_UPDATE; do
+    [ -z "${!var+x}" ] || [[ ${!var} =~ ^[0-9]+$ ]] || xl_die "$var must be a non-negative integer, not '${!var}'"
+  done
+  [ "$WORKERS" -ge 1 ] || xl_die "WORKERS must be at least 1, not '$WORKERS'"
   for system in $SYSTEMS; do
     case $system in baseline|xl-input|xl-head|xl-rope) ;;
       *) xl_die "unknown system '$system' in SYSTEMS (use baseline, xl-input, xl-head, xl-rope)" ;; esac
@@ -163,6 +183,7 @@ xl_defaults() {
 move it away, and rerun"
   fi
   command -v xlpos-prep >/dev/null || xl_die "xlpos-prep not found: install xlpos first (pip install -e .)"
+  xl_private_tmp
   command -v fairseq-train >/dev/null || xl_die "fairseq-train not found: install xlpos first (pip install -e .)"
   mkdir -p "$WORK"
 }

@@ -171,6 +171,22 @@ def test_links_to_an_input_are_the_input(link, work, capsys):
             "--out is also the input --src")
 
 
+def test_outputs_through_links_and_pipes_reach_their_target(work, capsys):
+    # A symlinked output keeps the link (its target is replaced); a FIFO is written into, not replaced.
+    (work / "link.order").symlink_to(work / "real.order")
+    assert prep(["reorder", "--model", work / "m.reorderer", "--src", work / "test.src", "--out", work / "link.order"],
+                capsys)[0] == 0
+    assert (work / "link.order").is_symlink()
+    assert (work / "real.order").read_text() == (work / "test.order").read_text()
+    fifo = work / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    assert prep(["reorder", "--model", work / "m.reorderer", "--src", work / "test.src", "--out", fifo],
+                capsys)[0] == 0
+    assert reader.communicate(timeout=30)[0] == (work / "test.order").read_text()
+    assert fifo.is_fifo()
+
+
 def test_binarize_into_its_own_input_is_refused(work, capsys):
     data_bin = work / "bin"
     data_bin.mkdir()
@@ -425,6 +441,15 @@ def test_text_tools_numeric_option_is_one_line(work):
                            "--ratio", "nan"], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert proc.returncode == 2
     assert "argument --ratio: must be a finite number, got nan" in error_line(proc.stderr)
+
+
+def test_recipe_integer_settings_are_checked_naming_the_variable(tmp_path):
+    for name, value in (("REORDER_SHARDS", "two"), ("ALIGN_LINES", "-5"), ("WORKERS", "0")):
+        proc = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True, text=True,
+                              timeout=120, env={**subprocess_env(), "WORK": str(tmp_path / "w"), name: value})
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(f"error: {name} must be"), \
+            proc.stderr[-2000:]
+        assert not (tmp_path / "w").exists()
 
 
 # ------------------------------------------------------------------------------------------------ 10. spm that does not fit
