@@ -23,7 +23,19 @@ trained and evaluated on valid with XL positions from the alignment oracle (rank
 reorderer. "<system>-monotone" (e.g. --systems rope-monotone) is the XL model given the source positions as XL
 positions (--xl-positions monotone): the integration's own effect, with no reordering information. Every XL
 system trained on reorderer positions is also decoded on valid with the oracle positions ("valid@oracle-positions"):
-what the reorderer's test-time errors cost, without retraining.
+what the reorderer's test-time errors cost, without retraining. More systems by name (grammar in --help): HeadXL
+variants (head-k2-l01: 2 XL heads in layers 0 and 1), InXL fusions (input-sum, input-gated), encoder-free models
+(encfree-vanilla, encfree-input: --encoder-layers 0), and the controls X-monotone (rope-monotone is the rotary
+baseline without XL) and X-random (trained on random permutations, --xl-contrast random).
+
+Evidence (issue 12): every system is tested against vanilla on test, and every XL system against its controls
+(X-monotone, X-random; encfree-input against encfree-vanilla; --compare A:B for any other pair), with sacreBLEU's
+paired bootstrap and approximate randomization on BLEU and chrF (xlpos/evaluation/significance.py): p-values and
+95% confidence intervals per seed pair (system and baseline trained with the same seed; the count of significant
+pairs is reported) and on the seed-concatenated test set, labelled anti-conservative. --contrast all decodes test
+again with every XL model fed monotone, reversed, random and locally shuffled XL positions (test@KIND; the BLEU
+change is printed). --attention-aer scores the word alignments in every model's encoder-decoder attention
+(xlpos/evaluation/align_attention.py) against the eflomal alignment of test: silver, these corpora have no gold.
 --no-train gathers what is there: every (system, seed) whose training has finished is scored (missing scores are
 computed) and reported, the others are left out, so runs made by several invocations end up in one JSON.
 
@@ -38,6 +50,8 @@ predicted order against the source order), for the plot (benchmarks/plot_bleu.py
     python benchmarks/bleu.py --seeds 1,2 --ablation-oracle --out results.json --plot docs/bleu_by_length.png
     python benchmarks/bleu.py --pairs en-de --test-src my.en --test-ref my.de      # a further held-out set
     python benchmarks/bleu.py --no-train --seeds 1,2 --systems vanilla,input,head,rope,input-oracle --out r.json
+    python benchmarks/bleu.py --pairs ja-en --systems vanilla,input,input-random,rope,rope-monotone --contrast all \
+        --attention-aer --compare rope:input
 """
 from __future__ import annotations
 
@@ -69,6 +83,86 @@ XL_SYSTEMS = ("input", "head", "rope")
 ORACLE_SUFFIX = "-oracle"
 VALID_ORACLE_POSITIONS = "valid@oracle-positions"
 MONOTONE_SUFFIX = "-monotone"  # the XL model with XL positions = source positions: the mechanism without reordering
+RANDOM_SUFFIX = "-random"      # trained (and decoded) on random permutations: XL information without any content
+ENCFREE_PREFIX = "encfree-"    # no encoder layers: embeddings and position encodings straight into the decoder
+CONTRASTS = ("monotone", "reversed", "random", "local-shuffle")  # translation_xlpos --xl-contrast at test time
+SYSTEM_GRAMMAR = """\
+system names (--systems):
+  vanilla                 fairseq's transformer (--task translation)
+  input[-sum|-gated]      InXL; -sum/-gated: --xl-fusion (plain input: the plugin's default fusion)
+  head[-kK][-lLAYERS]     HeadXL; -kK: --xl-heads K; -lLAYERS: --xl-head-layers, one digit per layer or 'all'
+                          (head-k2-l01 = 2 XL heads in layers 0 and 1)
+  rope[-kK][-lLAYERS]     rotary XL, same head/layer options
+  encfree-vanilla         --encoder-layers 0 (context-free source: embeddings + absolute positions only)
+  encfree-input[-sum|-gated]  --encoder-layers 0 with InXL
+  <XL system>-oracle      trained on oracle XL positions, evaluated on valid only (also: --ablation-oracle)
+  <XL system>-monotone    XL positions = source positions (--xl-positions monotone), trained and decoded so: the
+                          integration without reordering information; rope-monotone is the rotary baseline
+                          without XL
+  <XL system>-random      trained and decoded on random permutations (--xl-contrast random): the control for
+                          'any extra position signal helps'
+"""
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """How one named system is trained and decoded (see SYSTEM_GRAMMAR)."""
+    name: str
+    task_args: tuple           # task, architecture and XL options: fairseq-train and fairseq-generate
+    model_args: tuple          # after TrainConfig's arguments, which they override: fairseq-train only
+    xl: bool                   # the encoder reads XL positions
+    control: str | None        # None (reorderer positions), "oracle", "monotone" or "random"
+
+    @property
+    def oracle(self) -> bool:
+        return self.control == "oracle"
+
+    @property
+    def reads_reorderer(self) -> bool:
+        """An XL model fed the reorderer's positions: decoding it with other positions measures what it uses."""
+        return self.xl and self.control is None
+
+
+def parse_system(name: str) -> SystemSpec:
+    """The SystemSpec of a name of SYSTEM_GRAMMAR; ValueError naming what is wrong."""
+    control, base = None, name
+    for suffix in (ORACLE_SUFFIX, MONOTONE_SUFFIX, RANDOM_SUFFIX):
+        if name.endswith(suffix):
+            control, base = suffix[1:], name[:-len(suffix)]
+            break
+    encfree = base.startswith(ENCFREE_PREFIX)
+    core = base[len(ENCFREE_PREFIX):] if encfree else base
+    model_args: list[str] = ["--encoder-layers", "0"] if encfree else []
+    user_dir = ["--user-dir", str(REPO / "xlpos")]
+    xl_task = ["--task", "translation_xlpos", "--arch", "transformer_xlpos"]
+    if core == "vanilla":
+        if control:
+            raise ValueError(f"system {name}: {control} positions need an XL system, not vanilla")
+        # the encoder-free baseline uses the plugin's model with --xl-integration none (exactly fairseq's
+        # transformer), whose encoder accepts --encoder-layers 0
+        task = xl_task + ["--xl-integration", "none"] if encfree else ["--task", "translation", "--arch",
+                                                                         "transformer"]
+        return SystemSpec(name, tuple(user_dir + task), tuple(model_args), False, None)
+    m = re.fullmatch(r"input(?:-(sum|gated))?", core) or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?",
+                                                                      core)
+    if not m:
+        raise ValueError(f"unknown system {name}; see --help for the names")
+    if core.startswith("input"):
+        xl = ["--xl-integration", "input"] + (["--xl-fusion", m.group(1)] if m.group(1) else [])
+    else:
+        if encfree:
+            raise ValueError(f"system {name}: {m.group(1)} puts XL positions in encoder attention; an encoder-free "
+                             f"model has none")
+        xl = ["--xl-integration", m.group(1)]
+        if m.group(2):
+            xl += ["--xl-heads", m.group(2)]
+        if m.group(3):
+            xl += ["--xl-head-layers", "all" if m.group(3) == "all" else ",".join(m.group(3))]
+    if control == "monotone":
+        xl += ["--xl-positions", "monotone"]
+    elif control == "random":
+        xl += ["--xl-contrast", "random"]
+    return SystemSpec(name, tuple(user_dir + xl_task + xl), tuple(model_args), True, control)
 
 
 @dataclass(frozen=True)
@@ -423,6 +517,8 @@ class EvalSet:
     refs: list[str]               # what hypotheses are scored against (raw text for en-de)
     ref_tokens: list[list[str]]   # tokenized references (RIBES)
     buckets: BucketSpec | None
+    generate_args: tuple = ()     # further fairseq-generate options (contrastive XL positions)
+    xl_only: bool = False         # only for XL models reading the reorderer's positions
 
 
 @dataclass
@@ -516,6 +612,12 @@ def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict
             "tokenization": "as distributed" if spec.pretokenized else
                             "sacremoses (recipes/text_tools.py tokenize, escape=False, aggressive dash splits)"}
     return root, info
+
+
+def contrast_set_name(kind: str, args: argparse.Namespace) -> str:
+    """test@KIND, with the window of local-shuffle and a seed other than the task's default 1."""
+    name = f"test@{kind}" + (f"-k{args.contrast_window}" if kind == "local-shuffle" else "")
+    return name + (f"-s{args.contrast_seed}" if kind in ("random", "local-shuffle") and args.contrast_seed != 1 else "")
 
 
 def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
@@ -654,7 +756,15 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     # errors cost, without retraining (the '-oracle' systems answer the question with retraining)
     valid = pair.eval_sets["valid"]
     pair.eval_sets[VALID_ORACLE_POSITIONS] = EvalSet(VALID_ORACLE_POSITIONS, oracle_bin, "valid", valid.refs,
-                                                     valid.ref_tokens, None)
+                                                     valid.ref_tokens, None, xl_only=True)
+    test = pair.eval_sets["test"]
+    for kind in args.contrast:
+        # the same trained XL model fed other XL positions at test time: what its reorderer positions are worth
+        extra_args = ("--xl-contrast", kind, "--xl-contrast-seed", str(args.contrast_seed))
+        if kind == "local-shuffle":
+            extra_args += ("--xl-contrast-window", str(args.contrast_window))
+        pair.eval_sets[contrast_set_name(kind, args)] = EvalSet(
+            contrast_set_name(kind, args), data_bin, "test", test.refs, test.ref_tokens, None, extra_args, True)
     for name, src_path, ref_path in extra_sets:
         pair.eval_sets[f"extra:{name}"] = prepare_extra(spec, args, root, times, name, src_path, ref_path,
                                                         model, f"{spm}.model", data_bin)
@@ -728,15 +838,8 @@ def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: S
 def system_args(system: str) -> tuple[list[str], bool]:
     """(fairseq task/model arguments, uses the oracle data-bin). --user-dir is given to the vanilla system too:
     the plugin's checkpoint loading is what lets torch >= 2.6 load fairseq checkpoints."""
-    user_dir = ["--user-dir", str(REPO / "xlpos")]
-    oracle = system.endswith(ORACLE_SUFFIX)
-    monotone = system.endswith(MONOTONE_SUFFIX)
-    base = system[:-len(ORACLE_SUFFIX)] if oracle else system[:-len(MONOTONE_SUFFIX)] if monotone else system
-    if base == "vanilla":
-        return user_dir + ["--task", "translation", "--arch", "transformer"], False
-    xl = ["--xl-positions", "monotone"] if monotone else []
-    return user_dir + ["--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", base,
-                       *xl], oracle
+    spec = parse_system(system)
+    return list(spec.task_args), spec.oracle
 
 
 def device_args() -> list[str]:
@@ -750,12 +853,12 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
     if meta_path.exists():
         log(f"skip training {pair.spec.name} {system} seed {seed}: {meta_path} exists")
         return read_json(meta_path)
-    task_args, oracle = system_args(system)
-    data_bin = pair.oracle_data_bin if oracle else pair.data_bin
+    spec = parse_system(system)
+    data_bin = pair.oracle_data_bin if spec.oracle else pair.data_bin
     write_json(run_dir / "config.json", asdict(cfg))
     resumed = (run_dir / "checkpoint_last.pt").exists()
-    cmd = fairseq_cli("train", data_bin, *task_args, "--source-lang", pair.spec.src, "--target-lang",
-                      pair.spec.tgt, *cfg.fairseq_args(), "--seed", str(seed), "--save-dir", run_dir,
+    cmd = fairseq_cli("train", data_bin, *spec.task_args, "--source-lang", pair.spec.src, "--target-lang",
+                      pair.spec.tgt, *cfg.fairseq_args(), *spec.model_args, "--seed", str(seed), "--save-dir", run_dir,
                       "--no-epoch-checkpoints", "--disable-validation", "--log-format", "json",
                       "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args())
     log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
@@ -787,7 +890,7 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
                       pair.spec.tgt, "--gen-subset", eval_set.subset, "--path", run_dir / "checkpoint_last.pt",
                       "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2", "--max-len-b", "10",
                       "--max-tokens", str(args.gen_max_tokens), "--required-batch-size-multiple", "1",
-                      "--seed", str(seed), *device_args())
+                      "--seed", str(seed), *eval_set.generate_args, *device_args())
     seconds = run(cmd, run_dir / "generate.log", stdout_path=gen) if not gen.exists() else None
     import sentencepiece
     sp = sentencepiece.SentencePieceProcessor(model_file=str(pair.root / "spm" / "spm.model"))
@@ -816,13 +919,16 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
         log(f"--no-train: {pair.spec.name} {system} seed {seed} has not been trained; left out")
         return None
     train = train_system(pair, system, seed, cfg, args)
-    if system.endswith(ORACLE_SUFFIX):
+    spec = parse_system(system)
+    if spec.oracle:
         names = ["valid"]
-    else:  # vanilla and '-monotone' models ignore XL positions: valid@oracle-positions would repeat valid
-        names = [n for n in pair.eval_sets if not (n == VALID_ORACLE_POSITIONS and
-                                                   (system == "vanilla" or system.endswith(MONOTONE_SUFFIX)))]
-    return {"train": train,
-            "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
+    else:  # other positions mean nothing to models that do not read the reorderer's (vanilla, controls)
+        names = [n for n, e in pair.eval_sets.items() if spec.reads_reorderer or not e.xl_only]
+    out = {"train": train,
+           "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
+    if args.attention_aer and not spec.oracle:
+        out["attention"] = attention_aer(pair, system, seed, cfg, args)
+    return out
 
 
 def run_jobs(keys: list[tuple], work: Callable, jobs: int) -> dict:
@@ -840,6 +946,121 @@ def run_jobs(keys: list[tuple], work: Callable, jobs: int) -> dict:
                 f.cancel()
             raise failed[0].exception()
         return {key: f.result() for key, f in futures.items()}
+
+
+# ------------------------------------------------------------------------------------------------ evidence
+def evaluation_module(name: str):
+    """xlpos/evaluation/NAME.py loaded from its file: importing the xlpos package would import fairseq (seconds of
+    CPU, and it configures logging) for modules that need neither (significance, aer)."""
+    import importlib.util
+    key = f"xlpos_evaluation_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, REPO / "xlpos" / "evaluation" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # dataclasses look their module up while the classes are made
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def parse_compare(text: str, systems: Sequence[str]) -> tuple[str, str]:
+    """--compare SYSTEM:BASELINE, both among --systems."""
+    system, sep, baseline = text.partition(":")
+    if not sep or not system or not baseline or system == baseline:
+        raise ValueError(f"--compare {text}: expected SYSTEM:BASELINE, two different systems")
+    missing = [s for s in (system, baseline) if s not in systems]
+    if missing:
+        raise ValueError(f"--compare {text}: {', '.join(missing)} not among --systems")
+    return system, baseline
+
+
+def parse_contrast(text: str) -> list[str]:
+    """--contrast: 'none', 'all' or comma-separated kinds of CONTRASTS."""
+    kinds = split_list(text)
+    if kinds == ["none"]:
+        return []
+    if kinds == ["all"]:
+        return list(CONTRASTS)
+    bad = [k for k in kinds if k not in CONTRASTS]
+    if bad or not kinds:
+        raise SystemExit(f"--contrast {text}: choose from {', '.join(CONTRASTS)}, all or none")
+    return kinds
+
+
+def significance_pairs(systems: Sequence[str], compare: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(system, baseline) pairs to test on test: every system against vanilla, every XL system against its controls
+    without XL information (X-monotone, X-random), encfree-X against encfree-vanilla, and the --compare pairs.
+    Oracle systems are left out: they are evaluated on valid only."""
+    run = [s for s in systems if not parse_system(s).oracle]
+    out = [(s, "vanilla") for s in run if "vanilla" in run and s != "vanilla"]
+    for s in run:
+        spec = parse_system(s)
+        if spec.reads_reorderer:
+            out += [(s, s + suffix) for suffix in (MONOTONE_SUFFIX, RANDOM_SUFFIX) if s + suffix in run]
+        if s.startswith(ENCFREE_PREFIX) and s != ENCFREE_PREFIX + "vanilla" and ENCFREE_PREFIX + "vanilla" in run:
+            out.append((s, ENCFREE_PREFIX + "vanilla"))
+    out += [c for c in compare if c not in out]
+    return out
+
+
+def pair_significance(pair: PreparedPair, runs: dict, cfg: TrainConfig, compare: Sequence[tuple[str, str]],
+                      args: argparse.Namespace) -> list[dict]:
+    """sacreBLEU's paired bootstrap and approximate randomization (xlpos/evaluation/significance.py) of every pair
+    of significance_pairs on test, from the hypotheses the runs stored; one test per seed pair (the same seed) and
+    one on the seed-concatenated test set. Cached beside the runs, keyed by the hypotheses and the settings."""
+    sig = evaluation_module("significance")
+    test = pair.eval_sets["test"]
+    out = []
+    for system, baseline in significance_pairs(list(runs), compare):
+        hyp_files = {}
+        for name in (system, baseline):
+            hyp_files[name] = {seed: pair.root / "runs" / cfg.tag() / f"{name}.seed{seed}" / "hyp" / "test.txt"
+                               for seed in runs[name]}
+        missing = [str(p) for files in hyp_files.values() for p in files.values() if not p.exists()]
+        if missing:
+            log(f"significance {system} vs {baseline}: no stored hypotheses {missing[0]}; left out")
+            continue
+        digest = hashlib.sha1()
+        for name in (system, baseline):
+            for seed, path in sorted(hyp_files[name].items()):
+                digest.update(f"{name}.{seed}\n".encode() + path.read_bytes())
+        key = {"hypotheses_sha1": digest.hexdigest(), "bs_samples": args.bs_samples, "ar_trials": args.ar_trials,
+               "tokenize": pair.spec.bleu_tokenize}
+        path = pair.root / "runs" / cfg.tag() / "significance" / f"test.{system}.vs.{baseline}.json"
+        if path.exists() and read_json(path).get("key") == key:
+            out.append(read_json(path))
+            continue
+        log(f"{pair.spec.name}: significance of {system} against {baseline} on test")
+        hyps = {name: {seed: read_lines(str(p)) for seed, p in files.items()} for name, files in hyp_files.items()}
+        [comparison] = sig.compare_over_seeds(baseline, hyps[baseline], {system: hyps[system]}, test.refs,
+                                              tokenize=pair.spec.bleu_tokenize, bs_samples=args.bs_samples,
+                                              ar_trials=args.ar_trials)
+        record = {"set": "test", **comparison.to_dict(), "key": key}
+        write_json(path, record)
+        out.append(record)
+    return out
+
+
+def attention_aer(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, args: argparse.Namespace) -> dict:
+    """AER of the word alignments in the model's encoder-decoder attention (xlpos/evaluation/align_attention.py,
+    force-decoding the references) on test, against the eflomal alignment of test: silver, not gold."""
+    run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+    layer = args.attention_layer
+    out = run_dir / "attention" / f"test.layer{layer}.json"
+    if not out.exists():
+        run([sys.executable, "-m", "xlpos.evaluation.align_attention", pair.data_bin, "--path",
+             run_dir / "checkpoint_last.pt", "--gen-subset", "test", "--layer", str(layer),
+             "--gold", pair.root / "oracle" / "test.align", "--out-prefix", run_dir / "attention" / f"test.layer{layer}",
+             "--json", out, "--max-tokens", str(args.gen_max_tokens)], run_dir / "attention.log")
+    record = read_json(out)
+    return {"gold": "silver: eflomal alignment of test (grow-diag-final-and)", "layer": record["layer"],
+            "head": record["head"], "scores": record["scores"]}
+
+
+def contrast_drops(entry: dict) -> dict:
+    """test@KIND BLEU minus test BLEU (means over seeds) of one system's summary."""
+    test = (entry.get("test") or {}).get("bleu") or {}
+    return {name: round(e["bleu"]["mean"] - test["mean"], 2) for name, e in entry.items()
+            if name.startswith("test@") and isinstance(e, dict) and (e.get("bleu") or {}).get("n") and test.get("n")}
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -870,6 +1091,13 @@ def pair_summary(runs: dict) -> dict:
                 metrics["delta_vs_vanilla"] = {m: round(metrics[m]["mean"] - base[m]["mean"], 2)
                                                for m in METRICS if m in metrics and m in base
                                                and metrics[m].get("n") and base[m].get("n")}
+    for system, by_seed in runs.items():  # after the deltas, which are for evaluation sets only
+        aers = [r["attention"]["scores"]["argmax"]["aer"] for r in by_seed.values() if "attention" in r]
+        if aers:
+            out[system]["attention_aer"] = summarize(aers)
+        drops = contrast_drops(out[system])
+        if drops:
+            out[system]["contrast_drop_bleu"] = drops
     return out
 
 
@@ -911,10 +1139,12 @@ def markdown_table(results: dict) -> str:
         text = f"{m['mean']:+.2f}" if signed else f"{m['mean']:.2f}"
         return text + (f" ± {m['std']:.2f}" if m.get("std") is not None else "")
 
-    lines = ["| pair | system | seeds | test BLEU | Δ BLEU | test chrF | test RIBES | dev BLEU | "
-             "dev BLEU, oracle positions |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| pair | system | seeds | test BLEU | Δ BLEU | p vs vanilla (BS / AR) | 95% CI | test chrF | "
+             "test RIBES | dev BLEU | dev BLEU, oracle positions | attention AER (silver) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for pair_name, pair in results["pairs"].items():
+        # records made before the significance tests existed have none: their cells stay empty
+        vs_vanilla = {r["system"]: r for r in pair.get("significance", []) if r["baseline"] == "vanilla"}
         for system, entry in pair["summary"].items():
             test, valid = entry.get("test"), entry.get("valid")
             delta = (test or {}).get("delta_vs_vanilla", {}).get("bleu")
@@ -922,10 +1152,71 @@ def markdown_table(results: dict) -> str:
             oracle = (cell(valid, "bleu") if system.endswith(ORACLE_SUFFIX)
                       else cell(entry.get(VALID_ORACLE_POSITIONS), "bleu"))
             dev = "–" if system.endswith(ORACLE_SUFFIX) else cell(valid, "bleu")
+            p_cell, ci_cell = significance_cells(vs_vanilla.get(system), "BLEU")
             lines.append(f"| {pair_name} | {system} | {seeds} | {cell(test, 'bleu')} | "
-                         f"{'–' if delta is None else f'{delta:+.2f}'} | {cell(test, 'chrf')} | "
-                         f"{cell(test, 'ribes')} | {dev} | {oracle} |")
+                         f"{'–' if delta is None else f'{delta:+.2f}'} | {p_cell} | {ci_cell} | {cell(test, 'chrf')} | "
+                         f"{cell(test, 'ribes')} | {dev} | {oracle} | {cell(entry, 'attention_aer')} |")
+    lines += significance_markdown(results) + contrast_markdown(results)
     return "\n".join(lines) + "\n"
+
+
+def significance_cells(record: dict | None, metric: str) -> tuple[str, str]:
+    """('p bootstrap / p AR', '±CI') of one comparison record: one seed pair as it is, marked * when significant;
+    several as the largest p-values and the count of significant seed pairs; the CI is the widest of the system's
+    bootstrap 95% intervals (half-width)."""
+    if not record or not record["seed_pairs"]:
+        return "–", "–"
+    tests = [next(t for t in p["comparison"]["tests"] if t["metric"].startswith(metric)) for p in record["seed_pairs"]]
+    name = tests[0]["metric"]
+    bs, ar = max(t["p_bootstrap"] for t in tests), max(t["p_randomization"] for t in tests)
+    ci = f"±{max(t['system_ci95'] for t in tests):.2f}"
+    count = record["significant_seed_pairs"][name]
+    if len(tests) == 1:
+        return f"{bs:.3f} / {ar:.3f}{'*' if count else ''}", ci
+    return f"≤{bs:.3f} / ≤{ar:.3f} ({count}/{len(tests)})", ci
+
+
+def significance_markdown(results: dict) -> list[str]:
+    """Every significance comparison (vanilla and the named pairs), BLEU and chrF."""
+    rows = [(pair_name, r) for pair_name, pair in results["pairs"].items() for r in pair.get("significance", [])]
+    if not rows:
+        return []
+    lines = ["", "Significance on test (sacreBLEU paired bootstrap, 1000 resamples / approximate randomization, "
+             "10000 trials, unless the JSON says otherwise): p-values, the largest over seed pairs; (k/n): seed "
+             "pairs significant by both tests at p < 0.05; * one seed pair, significant.", "",
+             "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | 95% CI BLEU | Δ chrF | "
+             "p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
+    for pair_name, r in rows:
+        seeds = ",".join(f"{p['system_seed']}" if p["system_seed"] == p["baseline_seed"] else
+                         f"{p['system_seed']}/{p['baseline_seed']}" for p in r["seed_pairs"])
+        deltas = {}
+        for metric in ("BLEU", "chrF"):
+            values = [next(t["delta"] for t in p["comparison"]["tests"] if t["metric"].startswith(metric))
+                      for p in r["seed_pairs"]]
+            deltas[metric] = f"{statistics.fmean(values):+.2f}" if values else "–"
+        p_bleu, ci_bleu = significance_cells(r, "BLEU")
+        p_chrf, _ = significance_cells(r, "chrF")
+        lines.append(f"| {pair_name} | {r['system']} | {r['baseline']} | {seeds} | {deltas['BLEU']} | {p_bleu} | "
+                     f"{ci_bleu} | {deltas['chrF']} | {p_chrf} |")
+    return lines
+
+
+def contrast_markdown(results: dict) -> list[str]:
+    """Test BLEU of every XL model decoded with contrastive XL positions, and its drop from test BLEU."""
+    rows = [(pair_name, system, entry) for pair_name, pair in results["pairs"].items()
+            for system, entry in pair["summary"].items() if entry.get("contrast_drop_bleu")]
+    if not rows:
+        return []
+    names = sorted({n for _, _, e in rows for n in e["contrast_drop_bleu"]})
+    lines = ["", "Contrastive XL positions at test time (the same trained model; BLEU and its change from test "
+             "BLEU with reorderer positions):", "",
+             "| pair | system | test BLEU | " + " | ".join(n.replace("test@", "") for n in names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for pair_name, system, entry in rows:
+        cells = [f"{entry[n]['bleu']['mean']:.2f} ({entry['contrast_drop_bleu'][n]:+.2f})"
+                 if n in entry["contrast_drop_bleu"] else "–" for n in names]
+        lines.append(f"| {pair_name} | {system} | {entry['test']['bleu']['mean']:.2f} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def print_table(results: dict) -> None:
@@ -959,6 +1250,16 @@ def print_table(results: dict) -> None:
             for name in entry:
                 if name.startswith("extra:"):
                     print(f"{system:<14} {name}: BLEU {cell(entry[name], 'bleu').strip()}")
+            if entry.get("contrast_drop_bleu"):
+                print(f"{system:<14} test BLEU with contrastive XL positions (change from reorderer positions): "
+                      + ", ".join(f"{n[len('test@'):]} {entry[n]['bleu']['mean']:.2f} ({d:+.2f})"
+                                  for n, d in entry["contrast_drop_bleu"].items()))
+            if entry.get("attention_aer", {}).get("n"):
+                print(f"{system:<14} attention AER on test against eflomal (silver): "
+                      f"{cell(entry, 'attention_aer').strip()}")
+        if pair.get("significance"):
+            print(f"\nsignificance on test ({pair_name}):")
+            print(evaluation_module("significance").format_table(pair["significance"]))
         sig = next((run["eval"]["test"]["bleu_signature"] for runs in pair["runs"].values() for run in runs.values()
                     if "test" in run["eval"]), None)
         if sig:
@@ -997,12 +1298,30 @@ def parse_extra_sets(args: argparse.Namespace, pairs: list[str]) -> dict[str, li
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=SYSTEM_GRAMMAR)
     p.add_argument("--pairs", default="ja-en,en-ja,en-de", help="comma-separated: " + ", ".join(PAIRS))
-    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated system names (default {','.join(SYSTEMS)}; grammar below)")
     p.add_argument("--seeds", default="1,2", help="comma- or space-separated training seeds (default 1,2)")
     p.add_argument("--ablation-oracle", action="store_true",
                    help="also train every selected XL system on oracle XL positions (evaluated on valid)")
+    p.add_argument("--contrast", default="none",
+                   help="also decode test with contrastive XL positions, every XL model trained on reorderer "
+                        f"positions: comma-separated {', '.join(CONTRASTS)}, 'all' or 'none' (default)")
+    p.add_argument("--contrast-window", type=int, default=3, help="window K of local-shuffle (default 3)")
+    p.add_argument("--contrast-seed", type=int, default=1, help="seed of random and local-shuffle (default 1)")
+    p.add_argument("--compare", action="append", default=[],
+                   help="SYSTEM:BASELINE, a further pair for the significance tests (repeatable); every system is "
+                        "tested against vanilla, and X against X-monotone and X-random when both were run")
+    p.add_argument("--bs-samples", type=int, default=1000, help="paired bootstrap resamples (sacreBLEU default 1000)")
+    p.add_argument("--ar-trials", type=int, default=10000,
+                   help="paired approximate randomization trials (sacreBLEU default 10000)")
+    p.add_argument("--attention-aer", action="store_true",
+                   help="also score the word alignments of every model's encoder-decoder attention on test against "
+                        "the eflomal alignment of test (silver: no gold alignment exists for these corpora)")
+    p.add_argument("--attention-layer", type=int, default=-1,
+                   help="decoder layer of --attention-aer (default -1, the last)")
     p.add_argument("--work", default="/tmp/xlpos-bleu", help="cache directory; every step is skipped when done")
     p.add_argument("--data", default=str(DATA), help="directory holding enja/ and ende/")
     p.add_argument("--out", default="results.json", help="JSON with every figure")
@@ -1058,11 +1377,17 @@ def main(argv: list[str] | None = None) -> int:
     pairs = split_list(args.pairs)
     systems = split_list(args.systems)
     seeds = [int(x) for x in split_list(args.seeds)]
-    known_systems = SYSTEMS + tuple(s + x for s in XL_SYSTEMS for x in (ORACLE_SUFFIX, MONOTONE_SUFFIX))
-    for name, chosen, known in (("pair", pairs, PAIRS), ("system", systems, known_systems)):
-        bad = [x for x in chosen if x not in known]
-        if bad or not chosen:
-            raise SystemExit(f"unknown {name}(s) {', '.join(bad) or '(none)'}; choose from {', '.join(known)}")
+    bad = [x for x in pairs if x not in PAIRS]
+    if bad or not pairs:
+        raise SystemExit(f"unknown pair(s) {', '.join(bad) or '(none)'}; choose from {', '.join(PAIRS)}")
+    if not systems:
+        raise SystemExit("--systems: give at least one system")
+    try:
+        specs = {s: parse_system(s) for s in systems}
+        compare = [parse_compare(c, systems) for c in args.compare]
+    except ValueError as e:
+        raise SystemExit(str(e))
+    args.contrast = parse_contrast(args.contrast)
     if not seeds:
         raise SystemExit("--seeds: give at least one seed")
     extra = parse_extra_sets(args, pairs)
@@ -1076,7 +1401,7 @@ def main(argv: list[str] | None = None) -> int:
                       warmup_updates=args.warmup_updates, max_tokens=args.max_tokens, max_update=args.max_update,
                       beam=args.beam)
     all_systems = systems + [s + ORACLE_SUFFIX for s in systems
-                             if args.ablation_oracle and s in XL_SYSTEMS and s + ORACLE_SUFFIX not in systems]
+                             if args.ablation_oracle and specs[s].reads_reorderer and s + ORACLE_SUFFIX not in systems]
     results: dict = {
         "benchmark": "BLEU of XL systems vs the vanilla Transformer (benchmarks/bleu.py)",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -1094,6 +1419,19 @@ def main(argv: list[str] | None = None) -> int:
                                    "'-oracle' systems: oracle ranks from the alignment, evaluated on valid only; "
                                    "valid@oracle-positions: the reorderer-trained systems decoding valid with "
                                    "oracle positions",
+                   "contrast": {"kinds": args.contrast, "window": args.contrast_window, "seed": args.contrast_seed,
+                                "what": "test@KIND: the trained XL models decoding test with --xl-contrast KIND"},
+                   "significance": {"tests": "sacreBLEU paired bootstrap resampling and paired approximate "
+                                             "randomization (sacrebleu.significance.PairedTest), BLEU and chrF, test",
+                                    "bs_samples": args.bs_samples, "ar_trials": args.ar_trials,
+                                    "seeds": "one test per seed pair (system and baseline trained with the same "
+                                             "seed), the count of significant seed pairs (both tests p < 0.05, "
+                                             "delta != 0), and the seed-concatenated test set (anti-conservative)",
+                                    "pairs": "every system vs vanilla; X vs X-monotone and X-random; encfree-X vs "
+                                             "encfree-vanilla; --compare"},
+                   "attention_aer": ({"layer": args.attention_layer, "method": "argmax per target word, pieces "
+                                      "grouped into words; force-decoded references", "gold": "silver: eflomal"}
+                                     if args.attention_aer else None),
                    "scoring": {p: {"bleu_tokenize": PAIRS[p].bleu_tokenize,
                                    "references": "corpus tokenization" if PAIRS[p].pretokenized else
                                    "raw text; hypotheses detokenized with sacremoses",
@@ -1112,7 +1450,8 @@ def main(argv: list[str] | None = None) -> int:
             if done[(system, seed)] is not None:
                 runs.setdefault(system, {})[str(seed)] = done[(system, seed)]
         results["pairs"][pair_name] = {**pair.info, "prep_seconds_this_run": round(prep_seconds, 1),
-                                       "runs": runs, "summary": pair_summary(runs)}
+                                       "runs": runs, "summary": pair_summary(runs),
+                                       "significance": pair_significance(pair, runs, cfg, compare, args)}
         results["machine"] = machine_info()
         results["wall_seconds_this_run"] = round(time.time() - started, 1)
         write_json(Path(args.out), results)  # after every pair, so a long run shows progress

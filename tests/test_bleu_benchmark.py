@@ -106,11 +106,14 @@ def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
         return {"train": {"seconds": 10.0}, "eval": ev}
     runs = {"vanilla": {"1": run(20.0), "2": run(22.0)}, "input": {"1": run(23.0, 25.0)},
             "input-oracle": {"1": {"train": {"seconds": 10.0}, "eval": {"valid": {"bleu": 30.0}}}}}
+    # a record made before the significance tests and attention AER existed: those cells stay empty
     table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": bleu.pair_summary(runs)}}})
     rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:]}
     assert rows["vanilla"][2:5] == ["1,2", "21.00 ± 1.41", "–"]
-    assert rows["input"][2:5] == ["1", "23.00", "+2.00"] and rows["input"][-1] == "25.00 |"
-    assert rows["input-oracle"][3] == "–" and rows["input-oracle"][-2:] == ["–", "30.00 |"]
+    assert rows["input"][2:5] == ["1", "23.00", "+2.00"] and rows["input"][-2:] == ["25.00", "– |"]
+    assert rows["input"][5:7] == ["–", "–"]  # no significance record
+    assert rows["input-oracle"][3] == "–" and rows["input-oracle"][-3:] == ["–", "30.00", "– |"]
+    assert "Significance" not in table and "Contrastive" not in table
 
 
 FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
@@ -198,3 +201,144 @@ def test_plot_from_results(tmp_path: Path) -> None:
     out = tmp_path / "plot.png"
     plot_bleu.plot_results(json.loads(json.dumps(results)), out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------------ issue 12
+def test_system_grammar() -> None:
+    def args(name: str) -> list[str]:
+        return list(bleu.parse_system(name).task_args)
+
+    def value(name: str, option: str) -> str | None:
+        a = args(name)
+        return a[a.index(option) + 1] if option in a else None
+    head = bleu.parse_system("head-k2-l01")
+    assert value("head-k2-l01", "--xl-integration") == "head" and value("head-k2-l01", "--xl-heads") == "2"
+    assert value("head-k2-l01", "--xl-head-layers") == "0,1" and head.reads_reorderer and not head.model_args
+    assert value("rope-k1-lall", "--xl-head-layers") == "all" and value("rope", "--xl-heads") is None
+    assert value("input-sum", "--xl-fusion") == "sum" and value("input", "--xl-fusion") is None
+    encfree = bleu.parse_system("encfree-vanilla")
+    # the training arguments come after the shared configuration's, so --encoder-layers 0 wins
+    assert encfree.model_args == ("--encoder-layers", "0") and not encfree.xl
+    assert value("encfree-vanilla", "--xl-integration") == "none"
+    assert bleu.parse_system("encfree-input-gated").model_args == ("--encoder-layers", "0")
+    assert value("vanilla", "--arch") == "transformer" and bleu.parse_system("vanilla").model_args == ()
+    random = bleu.parse_system("input-random")
+    assert value("input-random", "--xl-contrast") == "random" and random.control == "random"
+    assert not random.reads_reorderer and not random.oracle
+    assert value("rope-monotone", "--xl-positions") == "monotone"
+    assert bleu.parse_system("head-k2-oracle").oracle
+    for bad, message in (("encfree-head", "an encoder-free model has none"), ("vanilla-random", "need an XL system"),
+                         ("input-cat", "unknown system input-cat"), ("head-2", "unknown system")):
+        with pytest.raises(ValueError, match=message):
+            bleu.parse_system(bad)
+    with pytest.raises(SystemExit, match="unknown system input-cat"):
+        bleu.main(["--systems", "vanilla,input-cat", "--no-train"])
+
+
+def test_contrast_options_and_set_names() -> None:
+    assert bleu.parse_contrast("none") == [] and bleu.parse_contrast("all") == list(bleu.CONTRASTS)
+    assert bleu.parse_contrast("reversed,local-shuffle") == ["reversed", "local-shuffle"]
+    with pytest.raises(SystemExit, match="--contrast shuffled: choose from"):
+        bleu.parse_contrast("shuffled")
+    a = Namespace(contrast_window=3, contrast_seed=1)
+    assert [bleu.contrast_set_name(k, a) for k in bleu.CONTRASTS] == [
+        "test@monotone", "test@reversed", "test@random", "test@local-shuffle-k3"]
+    assert bleu.contrast_set_name("random", Namespace(contrast_window=3, contrast_seed=2)) == "test@random-s2"
+
+
+def test_contrast_and_oracle_sets_go_to_models_reading_reorderer_positions(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(bleu, "train_system", lambda *a: {"seconds": 1.0})
+    monkeypatch.setattr(bleu, "evaluate_system", lambda pair, system, seed, cfg, eval_set, args: {"bleu": 1.0})
+    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin")
+    for name, xl_only in (("valid", False), ("test", False), (bleu.VALID_ORACLE_POSITIONS, True),
+                          ("test@reversed", True)):
+        pair.eval_sets[name] = bleu.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
+    args = Namespace(no_train=False, attention_aer=False)
+    cfg = bleu.TrainConfig()
+
+    def sets(system: str) -> list[str]:
+        return sorted(bleu.train_and_evaluate(pair, system, 1, cfg, args)["eval"])
+    assert sets("input") == sorted(["valid", "test", bleu.VALID_ORACLE_POSITIONS, "test@reversed"])
+    for control in ("vanilla", "encfree-vanilla", "input-random", "rope-monotone"):
+        assert sets(control) == ["test", "valid"]
+    assert sets("input-oracle") == ["valid"]
+
+
+def test_contrast_drops_in_the_summary_and_table() -> None:
+    def run(test: float, reversed_: float | None) -> dict:
+        ev = {"test": {"bleu": test, "chrf": 40.0}}
+        if reversed_ is not None:
+            ev["test@reversed"] = {"bleu": reversed_, "chrf": 30.0}
+        return {"train": {"seconds": 1.0}, "eval": ev}
+    runs = {"vanilla": {"1": run(20.0, None)}, "input": {"1": run(24.0, 19.0), "2": run(26.0, 20.0)}}
+    summary = bleu.pair_summary(runs)
+    assert summary["input"]["contrast_drop_bleu"] == {"test@reversed": -5.5}
+    assert "contrast_drop_bleu" not in summary["vanilla"]
+    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary}}})
+    assert "| ja-en | input | 25.00 | 19.50 (-5.50) |" in table
+
+
+def _pair_with_runs(tmp_path: Path, cfg, hyps: dict[str, dict[int, list[str]]], refs: list[str]):
+    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin")
+    pair.eval_sets["test"] = bleu.EvalSet("test", tmp_path, "test", refs, [r.split() for r in refs], None)
+    runs = {}
+    for system, by_seed in hyps.items():
+        for seed, lines in by_seed.items():
+            bleu.write_lines(tmp_path / "runs" / cfg.tag() / f"{system}.seed{seed}" / "hyp" / "test.txt", lines)
+            runs.setdefault(system, {})[str(seed)] = {"train": {"seconds": 1.0}, "eval": {"test": {"bleu": 1.0}}}
+    return pair, runs
+
+
+def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
+    import random
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(40)]
+    refs = [" ".join(rng.choices(vocab, k=rng.randint(6, 14))) for _ in range(60)]
+
+    def noisy(rate: float) -> list[str]:
+        return [" ".join(w if rng.random() > rate else rng.choice(vocab) for w in r.split()) for r in refs]
+    cfg = bleu.TrainConfig(max_update=5)
+    hyps = {"vanilla": {1: noisy(0.5), 2: noisy(0.5)}, "input": {1: noisy(0.1), 2: noisy(0.1)},
+            "input-monotone": {1: noisy(0.5)}, "input-oracle": {1: noisy(0.1)}}
+    pair, runs = _pair_with_runs(tmp_path, cfg, hyps, refs)
+    assert bleu.significance_pairs(list(runs), [("input-monotone", "vanilla")]) == [
+        ("input", "vanilla"), ("input-monotone", "vanilla"), ("input", "input-monotone")]
+    args = Namespace(bs_samples=100, ar_trials=100)
+    records = bleu.pair_significance(pair, runs, cfg, [], args)
+    by = {(r["system"], r["baseline"]): r for r in records}
+    assert set(by) == {("input", "vanilla"), ("input-monotone", "vanilla"), ("input", "input-monotone")}
+    main = by[("input", "vanilla")]
+    assert main["seed_pair_count"] == 2 and main["significant_seed_pairs"] == {"BLEU": 2, "chrF2": 2}
+    assert main["concatenated"] is not None and main["set"] == "test"
+    # seed 1 of input against the only seed of input-monotone
+    assert [p["system_seed"] for p in by[("input", "input-monotone")]["seed_pairs"]] == ["1"]
+    # cached: the same hypotheses and settings give the stored record; other settings recompute it
+    cache = tmp_path / "runs" / cfg.tag() / "significance" / "test.input.vs.vanilla.json"
+    record = json.loads(cache.read_text())
+    record["seed_pair_count"] = 99
+    cache.write_text(json.dumps(record))
+    assert bleu.pair_significance(pair, runs, cfg, [], args)[0]["seed_pair_count"] == 99
+    assert bleu.pair_significance(pair, runs, cfg, [], Namespace(bs_samples=101, ar_trials=100))[0][
+        "seed_pair_count"] == 2
+    # missing hypotheses (a run scored before hypotheses were kept): that comparison is left out
+    (tmp_path / "runs" / cfg.tag() / "input-monotone.seed1" / "hyp" / "test.txt").unlink()
+    assert [(r["system"], r["baseline"]) for r in bleu.pair_significance(pair, runs, cfg, [], args)] == [
+        ("input", "vanilla")]
+    summary = bleu.pair_summary(runs)
+    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary, "significance": records}}})
+    rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:6]}
+    assert rows["input"][5] == "≤0.010 / ≤0.010 (2/2)" and rows["input"][6].startswith("±")
+    # one seed pair: the two p-values as they are, no count; two systems of the same quality: no star
+    assert " / " in rows["input-monotone"][5] and not rows["input-monotone"][5].endswith("*")
+    assert "(" not in rows["input-monotone"][5]
+    assert "| ja-en | input | input-monotone | 1 | " in table and "Significance on test" in table
+    printed = bleu.evaluation_module("significance").format_table(records)
+    assert "concat*" in printed and "input-monotone" in printed
+
+
+def test_compare_option() -> None:
+    assert bleu.parse_compare("rope:input", ["input", "rope"]) == ("rope", "input")
+    with pytest.raises(ValueError, match="rope-monotone not among --systems"):
+        bleu.parse_compare("rope:rope-monotone", ["rope"])
+    with pytest.raises(ValueError, match="expected SYSTEM:BASELINE"):
+        bleu.parse_compare("rope", ["rope"])
