@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    return run_command(f"xlpos-prep {args.command}", args, args.run)
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return run_command(f"xlpos-prep {args.command}", args, args.run, subparsers.choices[args.command])
 
 
 if __name__ == "__main__":

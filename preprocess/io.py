@@ -362,15 +362,19 @@ def describe_os_error(e: OSError) -> str:
     return what
 
 
-def run_command(prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], Any]) -> int:
-    """Check the declared files of `args`, then run; every expected failure becomes one line
-    `PROG: error: FILE[:LINE]: what` and a non-zero status (130 when interrupted), never a traceback."""
+def run_command(prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], Any],
+                parser: argparse.ArgumentParser | None = None) -> int:
+    """Check the numeric options of `parser` and the declared files of `args`, then run; every expected failure
+    becomes one line `PROG: error: FILE[:LINE]: what` and a non-zero status (130 when interrupted), never a
+    traceback."""
     def fail(message: str, status: int = 1) -> int:
         print(f"{prog}: error: {str(message).replace(chr(10), ' ')}", file=sys.stderr)
         return status
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if parser is not None:
+            check_numeric_options(parser, args)
         check_command_files(args)  # before any work: an output that is an input would be destroyed
         return int(run(args) or 0)
     except KeyboardInterrupt as e:
@@ -395,43 +399,51 @@ class OneLineParser(argparse.ArgumentParser):
 # Numeric options
 
 def _bounds_text(lo: float | None, hi: float | None, lo_open: bool) -> str:
-    if lo is not None and hi is not None:
-        return f"in {lo}..{hi}" if not lo_open else f"in ({lo}, {hi}]"
+    parts = []
     if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo}"
-    return f"<= {hi}"
+        parts.append(f"greater than {lo}" if lo_open else f"at least {lo}")
+    if hi is not None:
+        parts.append(f"at most {hi}")
+    return " and ".join(parts)
 
 
 def int_option(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
-    """argparse type: an integer in [lo, hi]; argparse names the option in the one-line error."""
+    """argparse type: an integer; its range [lo, hi] is checked by run_command, with the option named."""
     def parse(text: str) -> int:
         try:
-            value = int(text.strip())
+            return int(text.strip())
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer {_bounds_text(lo, hi, False)}, got {text!r}") \
-                from None
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"must be {_bounds_text(lo, hi, False)}, got {text}")
-        return value
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
     parse.__name__ = "integer"
+    parse.bounds = (lo, hi, False)  # type: ignore[attr-defined]
     return parse
 
 
 def float_option(lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> Callable[[str], float]:
-    """argparse type: a finite number in [lo, hi] ((lo, hi] with lo_open)."""
+    """argparse type: a number; run_command checks that it is finite and in [lo, hi] ((lo, hi] with lo_open)."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            return float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number {_bounds_text(lo, hi, lo_open)}, got {text!r}") \
-                from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"must be {_bounds_text(lo, hi, lo_open)}, got {text}")
-        return value
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     parse.__name__ = "number"
+    parse.bounds = (lo, hi, lo_open)  # type: ignore[attr-defined]
     return parse
+
+
+def check_numeric_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every option typed int_option/float_option is finite and in its range; else a ValueError naming it."""
+    for action in parser._actions:  # argparse keeps no public list of a parser's options
+        bounds = getattr(action.type, "bounds", None)
+        value = getattr(args, action.dest, None)
+        if bounds is None or value is None:
+            continue
+        lo, hi, lo_open = bounds
+        name = action.option_strings[-1] if action.option_strings else action.dest
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+        if (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
+            raise ValueError(f"{name} must be {_bounds_text(lo, hi, lo_open)}, got {value}")
 
 
 SEED = int_option(0, 2**32 - 1)  # numpy's and random's seeds alike accept this range

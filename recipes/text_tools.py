@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     declare_files(p, inputs=("scores", "tau"), outputs=("out",))
 
     args = parser.parse_args(argv)
-    return run_command(f"text_tools {args.command}", args, args.run)
+    return run_command(f"text_tools {args.command}", args, args.run, sub.choices[args.command])
 
 
 if __name__ == "__main__":
