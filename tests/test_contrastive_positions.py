@@ -109,6 +109,8 @@ def test_outputs_are_permutations_with_words_kept_together(piece_dict, name):
             assert out.tolist() == list(range(len(tokens)))
         if name == "none":
             assert out.tolist() == loaded.tolist()
+    empty = torch.zeros(0, dtype=torch.long)  # a sentence of EOS only
+    assert contrast.apply(empty, None if name == "none" else empty, SPLIT_SENTENCE, 0).tolist() == []
 
 
 @pytest.mark.parametrize("name", ["random", "local-shuffle"])
