@@ -1,0 +1,181 @@
+"""Kill the quickstart recipe at a fixed list of points (SIGKILL to its whole process group, as a lost session or
+an out-of-memory kill does), rerun it after each kill, and check that the result equals an uninterrupted run.
+
+One run is killed in turn inside each step: the corpus, eflomal, the oracle, the reorderer's training (after
+its first snapshot), positions, fairseq-preprocess, binarize, fairseq-train and decoding; the last rerun
+completes. eflomal cannot be seeded, so the uninterrupted reference run starts from the killed run's corpus and
+alignment (tok/, reorder/align.txt, with their .done markers) and recomputes everything after it; the alignment
+itself is compared by structure (one line per sentence pair, links inside the sentences). Everything else that
+is deterministic is compared byte for byte: tokens, oracles, orders, taus, sentencepiece model, pieces, XL
+positions, the binarized data-bin, hypotheses, scores and the results table. The reorderer model file itself is
+not compared (its header records training times); the orders it produces are.
+
+Also checked after the kills: no process is left, and no temporary (`.*.tmp`, `*.tmp.*`, snapshots, nor anything
+in TMPDIR or the recipe's own $WORK/tmp) once the last rerun has finished.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, subprocess_env
+
+QUICKSTART = REPO / "recipes" / "quickstart.sh"
+TINY_ARCH = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+             "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+             "--decoder-attention-heads 2")
+SETTINGS = {
+    "SYNTH_TRAIN": "300", "SYNTH_VALID": "30", "SYNTH_TEST": "40", "SYSTEMS": "xl-input", "MAX_UPDATE": "2",
+    # enough iterations that the reorderer is still training when its first snapshot appears
+    "REORDER_ITERATIONS": "8", "SPM_VOCAB": "300", "WORKERS": "2", "MAX_TOKENS": "2000", "WARMUP": "10",
+    "GEN_MAX_TOKENS": "4000", "AVG_LAST": "1", "ARCH_ARGS": TINY_ARCH, "GEN_ARGS": "--max-len-a 1 --max-len-b 5",
+}
+
+# (step, condition on WORK meaning the step is running, seconds to wait after it holds)
+KILL_POINTS = [
+    ("synth", lambda w: (w / "synth").exists(), 0.0),
+    ("align (eflomal)", lambda w: (w / "reorder" / "align-input.tgt").exists(), 0.5),
+    ("oracle", lambda w: (w / "reorder" / "train.align.done").exists(), 0.0),
+    ("train-reorderer", lambda w: (w / "reorder" / "reorderer.model.snapshot").exists(), 0.0),
+    ("positions", lambda w: (w / "spm" / "spm.model.done").exists(), 0.3),
+    ("fairseq-preprocess", lambda w: (w / "data-bin").exists(), 0.5),
+    ("binarize", lambda w: (w / "data-bin.done").exists(), 0.2),
+    ("fairseq-train", lambda w: (w / "checkpoints" / "xl-input").exists(), 1.5),
+    ("decoding", lambda w: (w / "out" / "xl-input").exists(), 0.5),
+]
+
+# outputs compared byte for byte with the uninterrupted run (globs under WORK)
+COMPARED = ["tok/*", "reorder/*.oracle", "reorder/*.order", "reorder/train.src", "reorder/*.align",
+            "reorder/test.tau.json", "spm/spm.model", "spm/spm.vocab", "pieces/*", "data-bin/*",
+            "out/xl-input/test.words", "scores/*", "results.txt"]
+
+
+def recipe_env(work: Path, tmpdir: Path) -> dict:
+    return {**subprocess_env(), **SETTINGS, "WORK": str(work), "TMPDIR": str(tmpdir)}
+
+
+def run_to_end(work: Path, tmpdir: Path) -> str:
+    proc = subprocess.run(["bash", str(QUICKSTART)], env=recipe_env(work, tmpdir), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stderr
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_at(work: Path, tmpdir: Path, step: str, condition, delay: float) -> None:
+    proc = subprocess.Popen(["bash", str(QUICKSTART)], env=recipe_env(work, tmpdir), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900  # a busy machine: one tiny fairseq step took minutes
+        while not condition(work):
+            if proc.poll() is not None:
+                pytest.fail(f"the recipe ended (status {proc.returncode}) before reaching {step}:\n"
+                            f"{proc.stderr.read().decode()[-3000:]}")
+            assert time.monotonic() < deadline, f"timed out waiting for {step}"
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert proc.poll() is None, f"the recipe finished {step} within {delay} s: move the kill point"
+    finally:  # the kill itself, and no recipe left running when the test fails
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    deadline = time.monotonic() + 10
+    while group_alive(proc.pid):  # every process of the recipe, eflomal and fairseq included
+        assert time.monotonic() < deadline, f"processes of the recipe survived the kill in {step}"
+        time.sleep(0.05)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def compared_files(work: Path) -> dict[str, str]:
+    found = {}
+    for pattern in COMPARED:
+        for path in work.glob(pattern):
+            if path.is_file() and not path.name.endswith(".done"):
+                found[str(path.relative_to(work))] = digest(path)
+    return found
+
+
+def check_alignment(work: Path) -> None:
+    src = (work / "reorder" / "align-input.src").read_text().splitlines()
+    tgt = (work / "reorder" / "align-input.tgt").read_text().splitlines()
+    links = (work / "reorder" / "align.txt").read_text().splitlines()
+    assert len(links) == len(src) == len(tgt) == 300 + 40
+    for line, s, t in zip(links, src, tgt):
+        for link in line.split():
+            i, j = map(int, link.split("-"))
+            assert 0 <= i < len(s.split()) and 0 <= j < len(t.split())
+
+
+def test_quickstart_killed_in_every_step_resumes_to_the_uninterrupted_result(tmp_path):
+    work, tmpdir = tmp_path / "killed", tmp_path / "tmp"
+    tmpdir.mkdir()
+    for step, condition, delay in KILL_POINTS:
+        kill_at(work, tmpdir, step, condition, delay)
+    log = run_to_end(work, tmpdir)
+    assert "resuming its snapshot" not in log  # (the kill in train-reorderer was resumed by an earlier rerun)
+    leftovers = [str(p.relative_to(work)) for p in work.rglob("*")
+                 if p.name.endswith(".tmp") or ".tmp." in p.name or p.name.endswith(".snapshot")]
+    assert leftovers == []
+    assert list(tmpdir.iterdir()) == [] and list((work / "tmp").iterdir()) == []
+    check_alignment(work)
+
+    # the reference: the same corpus and alignment, every later step uninterrupted
+    reference = tmp_path / "reference"
+    shutil.copytree(work / "synth", reference / "synth")
+    shutil.copytree(work / "tok", reference / "tok")
+    (reference / "reorder").mkdir()
+    for name in ("align.txt", "align.txt.done", "align-input.src", "align-input.tgt"):
+        shutil.copy(work / "reorder" / name, reference / "reorder" / name)
+    shutil.copy(work / "synth.done", reference / "synth.done")
+    run_to_end(reference, tmpdir)
+    got, want = compared_files(work), compared_files(reference)
+    assert len(want) > 30 and sorted(got) == sorted(want)
+    assert [name for name in want if got[name] != want[name]] == []
+
+
+# ------------------------------------------------------------------------------------------------ the same rule in Python
+def test_bleu_step_times_skip_only_completed_steps(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bleu
+
+    out = tmp_path / "a.txt"
+    calls = []
+
+    def make(fail: bool = False):
+        calls.append(1)
+        out.write_text("partial" if fail else "complete")
+        if fail:
+            raise RuntimeError("killed")
+
+    times = bleu.StepTimes(tmp_path / "times.json")
+    with pytest.raises(RuntimeError):
+        times.step("s", [out], lambda: make(fail=True))
+    assert out.exists() and not (tmp_path / "a.txt.done").exists()  # what a killed step leaves
+    times.step("s", [out], make)  # not skipped: the output exists but the step did not complete
+    assert len(calls) == 2 and out.read_text() == "complete" and (tmp_path / "a.txt.done").exists()
+    bleu.StepTimes(tmp_path / "times.json").step("s", [out], make)
+    assert len(calls) == 2
+    # a work dir from before the markers: the recorded time says the step completed
+    (tmp_path / "a.txt.done").unlink()
+    bleu.StepTimes(tmp_path / "times.json").step("s", [out], make)
+    assert len(calls) == 2 and (tmp_path / "a.txt.done").exists()
