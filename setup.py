@@ -10,8 +10,13 @@ setup(
     python_requires=">=3.11,<3.13",
     packages=find_packages(include=["xlpos", "xlpos.*", "preprocess", "preprocess.*"]),
     install_requires=[
-        # Pinned to the CPU wheel measured on our machines; a looser spec lets pip pull a multi-GB CUDA build.
-        "torch==2.13.0",
+        # A range, so that `pip install -e .` keeps the torch a GPU cluster built for its CUDA driver.
+        # Upper bound: 2.13 is the newest release tested (CI and the test suite run torch 2.13.0, CPU build);
+        # 2.14 is excluded until it has been tested. Lower bound: 2.6, where torch.load's default became
+        # weights_only=True, which xlpos/checkpoint.py is written for (see README, "Installing on a GPU cluster",
+        # for what was run on 2.6.0). On a CPU machine with no torch yet, install a CPU build first (PyTorch's
+        # CPU-only wheel index, or a local CPU wheel): otherwise pip takes PyPI's default, a CUDA build of GBs.
+        "torch>=2.6,<2.14",
         # cp311 wheel of fairseq 0.12: the official 0.12.2 neither installs with current pip nor imports on 3.11.
         "ve-fairseq==0.12.3",
         "hydra-core>=1.3,<1.4",
