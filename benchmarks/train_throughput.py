@@ -10,8 +10,9 @@ round to the next (ABAB... for two modes), so that drifting load hits every mode
                own train_inner log lines (tokens of an interval / its wps = the interval's time; data loading,
                collation, forward/backward/step and logging all included; start-up and the first interval not)
   process      wall-clock time of the whole fairseq-train process, launch to exit (start-up included)
-  CPU          CPU seconds of the process and its data-loader workers (steadier than wall-clock on a busy
-               machine, meaningless as a GPU speed)
+  steady CPU   CPU seconds of the process and its data-loader workers from the first train_inner line to the
+               end, per token: the steady part again, in CPU time, which other processes on a busy machine disturb
+               far less than wall-clock (read from /proc when that line appears; not a GPU speed)
 
 and prints, per mode, the ratio to vanilla of the same round (speed XL / speed vanilla: below 1 = slower), as a
 median and [min..max] over the rounds, beside the in-process ratio of speed_xl_vs_vanilla.py (same model size,
@@ -85,10 +86,34 @@ class RunResult:
     steady_tokens: float
     steady_seconds: float
     log: str
+    steady_cpu_seconds: float = float("nan")
 
     @property
     def steady_wps(self) -> float:
         return self.steady_tokens / self.steady_seconds if self.steady_seconds > 0 else float("nan")
+
+    @property
+    def steady_cpu_wps(self) -> float:
+        return self.steady_tokens / self.steady_cpu_seconds if self.steady_cpu_seconds > 0 else float("nan")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its descendants, alive or reaped, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, stack, seen = 0.0, [pid], set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):  # the process ended meanwhile: its time is in its parent's cutime
+            continue
+    return total
 
 
 def parse_inner(lines: list[str]) -> list[dict]:
@@ -161,10 +186,16 @@ def run_once(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Pat
         cmd = fairseq_command(opts, mode, Path(save_dir), opts.num_workers)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
+        cpu_at_first_log = None
         with open(log_path, "w", encoding="utf-8") as log:
             log.write("$ " + shlex.join(cmd) + "\n")
-            log.flush()
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(opts), cwd=REPO)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env(opts),
+                                    cwd=REPO, text=True, errors="replace")
+            for line in proc.stdout:
+                log.write(line)
+                if cpu_at_first_log is None and " | train_inner | " in line:
+                    cpu_at_first_log = tree_cpu_seconds(proc.pid)
+            proc.wait()
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = log_path.read_text(encoding="utf-8", errors="replace")
@@ -177,7 +208,9 @@ def run_once(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Pat
                          f"--log-interval ({opts.log_interval})")
     tokens, seconds, _ = steady_figures(records)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return RunResult(mode, round_index, wall, cpu, int(records[-1]["num_updates"]), tokens, seconds, str(log_path))
+    steady_cpu = cpu - cpu_at_first_log if cpu_at_first_log is not None else float("nan")
+    return RunResult(mode, round_index, wall, cpu, int(records[-1]["num_updates"]), tokens, seconds, str(log_path),
+                     steady_cpu)
 
 
 def ratio_summary(values: list[float]) -> str:
@@ -202,6 +235,7 @@ def summarize(results: list[RunResult], modes: list[str]) -> dict:
             "ratio_steady_wps": [r.steady_wps / b.steady_wps for r, b in zip(own, base)],
             "ratio_process": [b.process_seconds / r.process_seconds for r, b in zip(own, base)],
             "ratio_cpu": [b.cpu_seconds / r.cpu_seconds for r, b in zip(own, base)],
+            "ratio_steady_cpu": [r.steady_cpu_wps / b.steady_cpu_wps for r, b in zip(own, base)],
         }
     return out
 
@@ -212,7 +246,7 @@ def inprocess_ratios(opts: argparse.Namespace, modes: list[str]) -> dict[str, li
 
     size = SIZES[opts.size]
     xl_modes = [m for m in modes if m != "vanilla"]
-    argv = ["--lines", str(opts.inprocess_lines), "--updates", str(opts.inprocess_updates),
+    argv = ["--data", str(opts.inprocess_data or Path(opts.data) / "enja"), "--lines", str(opts.inprocess_lines), "--updates", str(opts.inprocess_updates),
             "--rounds", str(opts.inprocess_rounds), "--modes", ",".join(inprocess_mode(m) for m in xl_modes),
             "--embed-dim", str(size["embed_dim"]), "--ffn-dim", str(size["ffn_dim"]), "--layers", str(size["layers"]),
             "--heads", str(size["heads"]), "--max-tokens", str(opts.max_tokens or size["max_tokens"]),
@@ -308,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="updates per round of the in-process measurement (0: leave it out)")
     p.add_argument("--inprocess-rounds", type=int, default=3)
     p.add_argument("--inprocess-lines", type=int, default=2000)
+    p.add_argument("--inprocess-data", type=Path,
+                   help="folder with word-level train.en and train.ja for the in-process run (default: --data/enja)")
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--profile", metavar="MODE", help="instead of the benchmark: profile one run of MODE")
     p.add_argument("--profile-out", help="where the .prof file goes (default: --work/profile-MODE.prof)")
@@ -352,29 +388,31 @@ def main(argv: list[str] | None = None) -> int:
         for mode in order:
             r = run_once(opts, mode, k, log_dir)
             results.append(r)
-            print(f"round {k + 1} {mode:<12} steady {r.steady_wps:9.1f} wps  process {r.process_seconds:7.2f} s  "
-                  f"CPU {r.cpu_seconds:7.2f} s  ({r.updates} updates)", flush=True)
+            print(f"round {k + 1} {mode:<12} steady {r.steady_wps:9.1f} wps, {r.steady_cpu_wps:9.1f} tokens/CPU-s  "
+                  f"process {r.process_seconds:7.2f} s, CPU {r.cpu_seconds:7.2f} s  ({r.updates} updates)", flush=True)
 
     summary = summarize(results, modes)
     inprocess = inprocess_ratios(opts, modes) if opts.inprocess_updates > 0 else {}
-    header = (f"{'mode':<12} {'steady wps':>10}  {'ratio steady wps':>22}  {'ratio process time':>22}  "
-              f"{'ratio CPU time':>22}  {'in-process ratio':>22}")
+    columns = (("ratio_steady_wps", "steady wps"), ("ratio_steady_cpu", "steady CPU"),
+               ("ratio_process", "process time"))
+    header = (f"{'mode':<12} {'steady wps':>10}  " + "  ".join(f"{name:>22}" for _, name in columns)
+              + f"  {'in-process (wall)':>22}")
     print(f"\nspeed XL / vanilla per round (below 1: slower), median [min..max] over {opts.rounds} rounds; "
           "steady wps: median of the mode's own runs")
     print(header)
     print("-" * len(header))
     for mode in modes:
         s = summary[mode]
-        cells = ["(baseline)"] * 3 if mode == "vanilla" else [
-            ratio_summary(s["ratio_steady_wps"]), ratio_summary(s["ratio_process"]), ratio_summary(s["ratio_cpu"])]
-        print(f"{mode:<12} {statistics.median(s['steady_wps']):>10.1f}  {cells[0]:>22}  {cells[1]:>22}  "
-              f"{cells[2]:>22}  {ratio_summary(inprocess.get(mode, [])):>22}")
+        cells = [f"{'(baseline)':>22}" if mode == "vanilla" else f"{ratio_summary(s[key]):>22}" for key, _ in columns]
+        print(f"{mode:<12} {statistics.median(s['steady_wps']):>10.1f}  " + "  ".join(cells)
+              + f"  {ratio_summary(inprocess.get(mode, [])):>22}")
     if opts.json:
         opts.json.parent.mkdir(parents=True, exist_ok=True)
         record = {"command": shlex.join([sys.executable, *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
                   "options": {k: str(v) for k, v in vars(opts).items()}, "summary": summary,
                   "inprocess_ratio_wall_wps": inprocess,
-                  "runs": [{**r.__dict__, "steady_wps": r.steady_wps} for r in results]}
+                  "runs": [{**r.__dict__, "steady_wps": r.steady_wps, "steady_cpu_wps": r.steady_cpu_wps}
+                           for r in results]}
         opts.json.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(f"figures: {opts.json}")
     return 0

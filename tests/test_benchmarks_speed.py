@@ -43,11 +43,12 @@ def test_modes_map_to_fairseq_arguments():
 
 
 def test_summary_ratios_are_per_round_speeds_against_vanilla():
-    runs = [train_throughput.RunResult("vanilla", k, 10.0, 8.0, 20, 1000.0, 1.0, "") for k in range(2)]
-    runs += [train_throughput.RunResult("rope", 0, 20.0, 16.0, 20, 500.0, 1.0, ""),
-             train_throughput.RunResult("rope", 1, 10.0, 8.0, 20, 1000.0, 1.0, "")]
+    runs = [train_throughput.RunResult("vanilla", k, 10.0, 8.0, 20, 1000.0, 1.0, "", 2.0) for k in range(2)]
+    runs += [train_throughput.RunResult("rope", 0, 20.0, 16.0, 20, 500.0, 1.0, "", 2.0),
+             train_throughput.RunResult("rope", 1, 10.0, 8.0, 20, 1000.0, 1.0, "", 4.0)]
     summary = train_throughput.summarize(runs, ["vanilla", "rope"])
     assert summary["rope"]["ratio_steady_wps"] == [0.5, 1.0]
+    assert summary["rope"]["ratio_steady_cpu"] == [0.5, 0.5]
     assert summary["rope"]["ratio_process"] == [0.5, 1.0]
     assert summary["rope"]["ratio_cpu"] == [0.5, 1.0]
 
@@ -59,12 +60,13 @@ def test_train_throughput_runs_fairseq_train_for_every_mode(tiny_corpus, tmp_pat
                     "--source-lang", "src", "--target-lang", "tgt", "--size", "tiny", "--device", "cpu",
                     "--modes", "input:gated", "--rounds", "1", "--max-update", "4", "--log-interval", "2",
                     "--inprocess-updates", "0", "--work", str(tmp_path), "--json", str(out)], timeout=300)
-    assert "ratio steady wps" in proc.stdout
+    assert "steady CPU" in proc.stdout
     data = json.loads(out.read_text())
     assert set(data["summary"]) == {"vanilla", "input:gated"}
     assert [run["mode"] for run in data["runs"]] == ["vanilla", "input:gated"]
     for run in data["runs"]:
         assert run["updates"] == 4 and run["steady_seconds"] > 0 and run["steady_tokens"] > 0
+        assert 0 < run["steady_cpu_seconds"] < run["cpu_seconds"]
         assert "--task" in Path(run["log"]).read_text()
 
 
