@@ -19,7 +19,9 @@
 # The GPU machine's python3 (3.12, CUDA torch) is used there with the carried wheels (ve-fairseq has a cp312
 # wheel; hydra-core, omegaconf, antlr4, bitarray, nltk, sacremoses); the project's .venv (CPU torch, 2 GB) cannot
 # travel and would not see the GPU.  PYTHON=... picks the interpreter.  Knobs (environment): XLPOS_GPU_WORK,
-# BLEU_UPDATES (3000), TP_MODES, TP_UPDATES (150), TP_ROUNDS (2), TP_SIZE (base).
+# BLEU_UPDATES (3000), TP_MODES, TP_UPDATES (150), TP_ROUNDS (2), TP_SIZE (base); XLPOS_GPU_CHECK_ON_CPU=1 runs
+# the GPU path on the CPU (fp32), to check this script's own plumbing with small knobs, e.g.
+#   XLPOS_GPU_CHECK_ON_CPU=1 BLEU_UPDATES=20 TP_SIZE=tiny TP_UPDATES=20 TP_ROUNDS=1 bash benchmarks/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -29,6 +31,7 @@ TP_MODES=${TP_MODES:-none,input:gated,input:sum,head,rope}
 TP_UPDATES=${TP_UPDATES:-150}
 TP_ROUNDS=${TP_ROUNDS:-2}
 TP_SIZE=${TP_SIZE:-base}
+ON_CPU=${XLPOS_GPU_CHECK_ON_CPU:-0}
 CARRY="$WORK/carry"                  # what the GPU machine needs from here, small enough to travel
 WHEELS="$CARRY/wheels"
 DATA_ARCHIVE="$CARRY/tanaka-ja-en.tar.xz"
@@ -125,7 +128,7 @@ run_tests() {
     set -e
 }
 
-if [ "$GPU" = 0 ]; then
+if [ "$GPU" = 0 ] && [ "$ON_CPU" != 1 ]; then
     run_tests
     tail -3 "$RESULTS/gpu_tests.log"
     echo
@@ -135,7 +138,12 @@ if [ "$GPU" = 0 ]; then
     exit 0
 fi
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RESULTS/gpu.txt" 2>/dev/null || true
+# figures of an earlier run must not pass for this one's
+rm -f "$RESULTS"/{gpu.txt,gpu_tests.log,gpu_tests.rc,bleu.json,bleu.log,throughput.json,throughput.log,gpu_check_summary.txt}
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RESULTS/gpu.txt" 2>/dev/null ||
+        rm -f "$RESULTS/gpu.txt"
+fi
 
 # ---- 1 + 2 at once: the tests and the two BLEU trainings share the GPU (nothing here is timed)
 say "GPU tests (background) + Tanaka Ja=>En vanilla and input, $BLEU_UPDATES updates each"
@@ -150,11 +158,14 @@ wait "$TESTS_PID" || true
 say "BLEU exit $BLEU_RC; tests exit $(cat "$RESULTS/gpu_tests.rc")"
 
 # ---- 3 alone on the machine: throughput, XL / vanilla through fairseq-train, fp16, Transformer base
-say "throughput: $TP_SIZE --fp16, modes vanilla,$TP_MODES, $TP_ROUNDS rounds of $TP_UPDATES updates"
+TP_DEVICE=(--device cuda --fp16)
+[ "$GPU" = 1 ] || TP_DEVICE=(--device cpu)
+say "throughput: $TP_SIZE ${TP_DEVICE[*]}, modes vanilla,$TP_MODES, $TP_ROUNDS rounds of $TP_UPDATES updates"
 set +e
-"$PY" benchmarks/train_throughput.py --device cuda --fp16 --size "$TP_SIZE" --modes "$TP_MODES" \
+"$PY" benchmarks/train_throughput.py "${TP_DEVICE[@]}" --size "$TP_SIZE" --modes "$TP_MODES" \
     --rounds "$TP_ROUNDS" --max-update "$TP_UPDATES" --log-interval 10 --threads 0 --num-workers 1 \
-    --inprocess-updates 20 --inprocess-rounds 3 --data-bin "$(ls -d "$BLEU_WORK"/ja-en/*/data-bin | head -1)" \
+    --inprocess-updates 20 --inprocess-rounds 3 --inprocess-data "$(ls -d "$BLEU_WORK"/corpus-enja/*/tok | head -1)" \
+    --data-bin "$(ls -d "$BLEU_WORK"/ja-en/*/data-bin | head -1)" \
     --source-lang ja --target-lang en --work "$WORK" --json "$RESULTS/throughput.json" >"$RESULTS/throughput.log" 2>&1
 TP_RC=$?
 set -e
@@ -166,7 +177,8 @@ from pathlib import Path
 
 results, bleu_rc, tp_rc, seconds, bleu_updates = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 import torch
-gpu = (results / "gpu.txt").read_text().strip() if (results / "gpu.txt").exists() else torch.cuda.get_device_name(0)
+gpu = ((results / "gpu.txt").read_text().strip() if (results / "gpu.txt").exists() else
+       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "NO GPU (XLPOS_GPU_CHECK_ON_CPU: fp32 on CPU)")
 print(f"xlpos GPU check: {gpu}; torch {torch.__version__}; {seconds} s in all")
 print("-" * 100)
 tests = (results / "gpu_tests.log").read_text(errors="replace").strip().splitlines()
@@ -182,7 +194,8 @@ tp = results / "throughput.json"
 if tp_rc == 0 and tp.exists():
     data = json.loads(tp.read_text())
     opts = data["options"]
-    print(f"\nthroughput XL/vanilla, fairseq-train end to end ({opts['size']}, fp16, {opts['max_update']} updates x "
+    print(f"\nthroughput XL/vanilla, fairseq-train end to end ({opts['size']}, {opts['device']}"
+          f"{' fp16' if opts['fp16'] == 'True' else ''}, {opts['max_update']} updates x "
           f"{opts['rounds']} rounds), median [min..max]; in-process: speed_xl_vs_vanilla.py")
     print(f"{'mode':<14} {'steady wps':>11} {'steady wps ratio':>24} {'process time ratio':>24} {'in-process':>24}")
     for mode, s in data["summary"].items():
