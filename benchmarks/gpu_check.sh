@@ -112,7 +112,8 @@ prepare_data
 if [ ! -f "$DATA_ARCHIVE" ]; then
     # the cache is ~50 MB of text, the wheels ~24 MB: packed, both fit in what may travel to the GPU machine
     mkdir -p "$CARRY"
-    tar -cJf "$DATA_ARCHIVE.tmp" -C "$WORK" bleu && mv "$DATA_ARCHIVE.tmp" "$DATA_ARCHIVE"
+    # (trained runs stay out: their checkpoints are large and every GPU run trains its own)
+    tar -cJf "$DATA_ARCHIVE.tmp" --exclude='bleu/*/*/runs' -C "$WORK" bleu && mv "$DATA_ARCHIVE.tmp" "$DATA_ARCHIVE"
 fi
 if [ "$GPU" = 0 ]; then
     say "wheels for the GPU machine: $WHEELS"
