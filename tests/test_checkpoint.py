@@ -4,6 +4,8 @@ import io
 import logging
 import os
 import pickle
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +14,12 @@ from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 
 import xlpos  # noqa: F401  (applies the fix)
-from xlpos.checkpoint import TRUST_ENV_VAR, UntrustedCheckpointError, fairseq_checkpoint_globals
+from xlpos.checkpoint import (
+    TRUST_ENV_VAR,
+    UnreadableCheckpointError,
+    UntrustedCheckpointError,
+    fairseq_checkpoint_globals,
+)
 
 
 class NotAllowlisted:
@@ -114,11 +121,87 @@ def test_users_own_allowlist_entries_survive_a_fairseq_load(trained_model):
 
 
 def test_distributed_state_broadcast_uses_the_same_loader(trained_model):
-    # Trainer.load_checkpoint sends rank 0's state to the other ranks through broadcast_object (torch.save/load).
+    # Trainer.load_checkpoint sends rank 0's state to the other ranks with broadcast_object: the state is pickled
+    # with every tensor replaced by fairseq's _TensorPlaceholder, and the receiving ranks torch.load it.
     state = checkpoint_utils.load_checkpoint_to_cpu(str(trained_model.checkpoint))
+    tensors = []
+    skeleton = distributed_utils._split_tensors_from_obj(state, tensors)
     buffer = io.BytesIO()
-    torch.save(state, buffer)
-    buffer.seek(0)
-    received = distributed_utils.torch.load(buffer, map_location="cpu")
-    assert received["optimizer_history"][-1]["num_updates"] == trained_model.updates
+    torch.save(skeleton, buffer)  # what _broadcast_object_slow sends
+    received = distributed_utils.torch.load(io.BytesIO(buffer.getvalue()), map_location="cpu")
+    rebuilt = distributed_utils._put_tensors_in_obj(received, tensors)
+    assert rebuilt["optimizer_history"][-1]["num_updates"] == trained_model.updates
+    assert all(torch.equal(rebuilt["model"][k], v) for k, v in state["model"].items())
     assert distributed_utils.torch.distributed is torch.distributed  # everything else is still torch
+    # the placeholder is allowed for the broadcast only, not in checkpoint files
+    path = io.BytesIO(buffer.getvalue())
+    with pytest.raises(UntrustedCheckpointError, match="_TensorPlaceholder"):
+        checkpoint_utils.torch.load(path, map_location="cpu")
+
+
+def test_a_code_running_broadcast_is_refused(trained_model, tmp_path):
+    marker = tmp_path / "ran"
+    buffer = io.BytesIO()
+    torch.save({"state": RunsCodeWhenUnpickled(str(marker))}, buffer)
+    with pytest.raises(UntrustedCheckpointError, match=r"posix\.mkdir"):
+        distributed_utils.torch.load(io.BytesIO(buffer.getvalue()), map_location="cpu")
+    assert not marker.exists()
+
+
+def damaged_copies(source: Path, tmp_path: Path) -> dict:
+    data = source.read_bytes()
+    flipped = bytearray(data)
+    middle = len(data) // 2
+    flipped[middle:middle + 64] = bytes(b ^ 0xFF for b in flipped[middle:middle + 64])
+    copies = {
+        "empty": b"",
+        "truncated": data[: len(data) // 2],
+        "header only": data[:40],
+        "tail cut": data[:-100],
+        "text": b"this is not a checkpoint\n",
+        "plain pickle": pickle.dumps({"model": {}}),
+        "bytes flipped": bytes(flipped),
+    }
+    paths = {}
+    for name, content in copies.items():
+        path = tmp_path / (name.replace(" ", "_") + ".pt")
+        path.write_bytes(content)
+        paths[name] = path
+    return paths
+
+
+def test_damaged_checkpoints_say_not_readable_and_never_suggest_trusting_them(trained_model, tmp_path):
+    for name, path in damaged_copies(trained_model.checkpoint, tmp_path).items():
+        with pytest.raises(UnreadableCheckpointError) as error:
+            checkpoint_utils.load_checkpoint_to_cpu(str(path))
+        message = str(error.value)
+        assert message.startswith(f"not a readable checkpoint: {path}"), (name, message)
+        assert "\n" not in message and TRUST_ENV_VAR not in message, (name, message)
+
+
+def test_damaged_checkpoint_stays_unreadable_with_the_opt_in(trained_model, tmp_path, monkeypatch):
+    monkeypatch.setenv(TRUST_ENV_VAR, "1")
+    path = damaged_copies(trained_model.checkpoint, tmp_path)["truncated"]
+    with pytest.raises(UnreadableCheckpointError):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+def test_concurrent_loads_leave_the_global_allowlist_as_it_was(trained_model):
+    data = trained_model.checkpoint.read_bytes()
+    before = set(torch.serialization.get_safe_globals())
+    errors = []
+
+    def load_many():
+        try:
+            for _ in range(5):
+                checkpoint_utils.torch.load(io.BytesIO(data), map_location="cpu")
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=load_many) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert set(torch.serialization.get_safe_globals()) == before

@@ -28,7 +28,8 @@ default refuses fairseq checkpoints); use ``recipes/average_checkpoints.py``, wh
 
 Outcomes: a complete checkpoint within the allowlist loads with ``weights_only=True``. A file that is empty,
 truncated, corrupt or not written by ``torch.save`` fails with :class:`UnreadableCheckpointError`, "not a readable
-checkpoint: FILE: what torch found". A readable checkpoint that needs anything outside the allowlist fails with
+checkpoint: FILE: what torch found" (the CRC-32 of every record of a checkpoint file is checked first: torch's reader
+does not, and flipped bytes inside tensor data would otherwise load as wrong weights). A readable checkpoint that needs anything outside the allowlist fails with
 :class:`UntrustedCheckpointError`, a one-line message naming the classes and the opt-in ``XLPOS_TRUST_CHECKPOINT=1``;
 with it, that one checkpoint is loaded with ``weights_only=False`` and a warning is logged. The allowlist is added
 to torch's process-wide list for one load at a time, under a lock, and removed after it.
@@ -214,11 +215,28 @@ def _untrusted(where: str, what: str, detail: str = "") -> UntrustedCheckpointEr
         f"weights_only=False{detail}")
 
 
+def _corrupt_record(f: Any, start: Optional[int], where: str) -> Optional[str]:
+    """The first record of a zip checkpoint whose CRC-32 does not match its data, else None.
+
+    torch's reader does not check the checksums its writer stores, so flipped bytes inside tensor data load
+    silently as wrong weights; this reads the file once more (about 1 GB/s) to catch them.
+    """
+    try:
+        with zipfile.ZipFile(f) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError) as error:
+        raise _unreadable(where, f"{type(error).__name__}: {error}") from None
+    finally:
+        _rewind(f, start)
+
+
 def load_fairseq_checkpoint(f: Any, map_location: Any = None, extra_globals: Sequence[Callable] = (),
-                            **kwargs: Any) -> Any:
+                            verify_checksums: bool = True, **kwargs: Any) -> Any:
     """``torch.load`` as fairseq's checkpoint code should call it: restricted unpickler + fairseq allowlist.
 
     ``extra_globals`` are allowed for this call only (the distributed broadcast's tensor placeholders).
+    ``verify_checksums``: check the CRC-32 of every record of a zip checkpoint first (off for the broadcast, whose
+    bytes come from rank 0's memory).
     Raises :class:`UnreadableCheckpointError` ("not a readable checkpoint: FILE: ...") for anything that is not a
     complete ``torch.save`` file, and :class:`UntrustedCheckpointError`, naming the classes and the opt-in, for a
     readable checkpoint that needs classes outside the allowlist.
@@ -233,6 +251,10 @@ def load_fairseq_checkpoint(f: Any, map_location: Any = None, extra_globals: Seq
     if kind is None:
         raise _unreadable(where, "empty, truncated or not written by torch.save (neither a zip archive nor torch's "
                                  "legacy format)")
+    if kind == "zip" and verify_checksums:
+        record = _corrupt_record(f, start, where)
+        if record is not None:
+            raise _unreadable(where, f"record {record} fails its CRC-32 check (the file is corrupt)")
     blocked = _disallowed_globals(f, start, extra_globals, where) if kind == "zip" else []
     if not blocked:
         try:
@@ -265,12 +287,14 @@ def _unpickler_reason(error: pickle.UnpicklingError) -> str:
 class _TorchWithSafeLoad:
     """Stands in for the ``torch`` module inside one fairseq module: ``load`` is safe, the rest is torch's."""
 
-    def __init__(self, module: Any, extra_globals: Sequence[Callable] = ()):
+    def __init__(self, module: Any, extra_globals: Sequence[Callable] = (), verify_checksums: bool = True):
         self._module = module
         self._extra_globals = tuple(extra_globals)
+        self._verify_checksums = verify_checksums
 
     def load(self, f: Any, map_location: Any = None, **kwargs: Any) -> Any:
-        return load_fairseq_checkpoint(f, map_location=map_location, extra_globals=self._extra_globals, **kwargs)
+        return load_fairseq_checkpoint(f, map_location=map_location, extra_globals=self._extra_globals,
+                                       verify_checksums=self._verify_checksums, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
@@ -283,15 +307,16 @@ class _TorchWithSafeLoad:
 PATCHED_MODULES = ("fairseq.checkpoint_utils", "fairseq.distributed.utils")
 
 
-def _module_extra_globals(name: str) -> tuple:
-    """What one patched module may unpickle beyond the checkpoint allowlist."""
+def _module_load_options(name: str) -> dict:
+    """How one patched module loads: what it may unpickle beyond the allowlist, whether to verify checksums."""
     if name == "fairseq.distributed.utils":
         # broadcast_object pickles rank 0's (already checked) state with every tensor replaced by this frozen
-        # dataclass holding one int; the tensors travel separately through broadcast_tensors.
+        # dataclass holding one int; the tensors travel separately through broadcast_tensors. The bytes come
+        # from rank 0's memory, not from a file that could be damaged: no checksum pass.
         from fairseq.distributed.utils import _TensorPlaceholder
 
-        return (_TensorPlaceholder,)
-    return ()
+        return {"extra_globals": (_TensorPlaceholder,), "verify_checksums": False}
+    return {}
 
 
 def install() -> None:
@@ -304,7 +329,7 @@ def install() -> None:
     for name in PATCHED_MODULES:
         module = importlib.import_module(name)
         if not isinstance(module.torch, _TorchWithSafeLoad):
-            module.torch = _TorchWithSafeLoad(module.torch, _module_extra_globals(name))
+            module.torch = _TorchWithSafeLoad(module.torch, **_module_load_options(name))
 
 
 def installed() -> bool:
