@@ -8,7 +8,8 @@ alignment (tok/, reorder/align.txt, with their .done markers) and recomputes eve
 itself is compared by structure (one line per sentence pair, links inside the sentences). Everything else that
 is deterministic is compared byte for byte: tokens, oracles, orders, taus, sentencepiece model, pieces, XL
 positions, the binarized data-bin, hypotheses, scores and the results table. The reorderer model file itself is
-not compared (its header records training times); the orders it produces are.
+not compared (its header records training times), the orders it produces are; nor is the sentencepiece .model
+(its trainer spec records a temporary path), its .vocab and the pieces are.
 
 Also checked after the kills: no process is left, and no temporary (`.*.tmp`, `*.tmp.*`, snapshots, nor anything
 in TMPDIR or the recipe's own $WORK/tmp) once the last rerun has finished.
@@ -54,9 +55,11 @@ KILL_POINTS = [
 ]
 
 # outputs compared byte for byte with the uninterrupted run (globs under WORK)
+# (not the sentencepiece .model, whose trainer spec records the temporary model prefix, nor fairseq's timestamped
+# data-bin/preprocess.log; the .vocab holds every piece and score, and the pieces files show its use)
 COMPARED = ["tok/*", "reorder/*.oracle", "reorder/*.order", "reorder/train.src", "reorder/*.align",
-            "reorder/test.tau.json", "spm/spm.model", "spm/spm.vocab", "pieces/*", "data-bin/*",
-            "out/xl-input/test.words", "scores/*", "results.txt"]
+            "reorder/test.tau.json", "spm/spm.vocab", "pieces/*", "data-bin/*.bin", "data-bin/*.idx",
+            "data-bin/dict.*", "out/xl-input/test.words", "scores/*", "results.txt"]
 
 
 def recipe_env(work: Path, tmpdir: Path) -> dict:
@@ -102,16 +105,14 @@ def kill_at(work: Path, tmpdir: Path, step: str, condition, delay: float) -> Non
         time.sleep(0.05)
 
 
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def compared_files(work: Path) -> dict[str, str]:
+    """Hash of every compared file, with the WORK path itself (in test.tau.json) written as WORK."""
     found = {}
     for pattern in COMPARED:
         for path in work.glob(pattern):
             if path.is_file() and not path.name.endswith(".done"):
-                found[str(path.relative_to(work))] = digest(path)
+                data = path.read_bytes().replace(str(work).encode(), b"WORK")
+                found[str(path.relative_to(work))] = hashlib.sha256(data).hexdigest()
     return found
 
 
