@@ -37,10 +37,12 @@ Losses (per sentence, with dense oracle ranks, ties allowed and never discordant
 """
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, typeof
 
 EDGE_S, EDGE_I, EDGE_F, EDGE_GLUE = 0, 1, 2, 3
 EDGE_NAMES = ("S", "I", "F", "S")  # GLUE is a straight composition: it prints as S
@@ -462,6 +464,8 @@ def cky(n, max_term, max_span, tables, mode, ranks, loss_tables, tau_weight, chu
     (m, 4) array of (type, l, k, r) in preorder (k = -1 for F), `score` the model score, and the discordant pairs
     and chunk breaks of the order (0 when ranks are not given, i.e. len(ranks) == 0).
     """
+    # Constant arguments of jitted calls are written np.int64(-1), np.int64(0): a bare literal makes numba compile the
+    # callee once more, for Literal[int] (compile time is what a fresh install waits for; see "Cold start").
     SP, FT, BD, P1, P2, BAL, JB = tables
     junctions = JB.shape[1] > 1
     use_loss = ranks.shape[0] == n  # losses are tracked whenever ranks are given; `mode` says how they count
@@ -500,7 +504,7 @@ def cky(n, max_term, max_span, tables, mode, ranks, loss_tables, tau_weight, chu
                     dd = FTAU[l, d]
                     bb = ABP[r - 1] - ABP[l]
                     if root:
-                        bb += _break(-1, ranks[l]) + _break(ranks[r - 1], maxrank + 1)
+                        bb += _break(np.int64(-1), ranks[l]) + _break(ranks[r - 1], maxrank + 1)
                 lo = tau_weight * dd + chunk_weight * bb
                 b_s, b_l, b_d, b_b, b_t, b_k, b_f, b_z = sc, lo, dd, bb, EDGE_F, -1, l, r - 1
             for k in range(l + 1, r):
@@ -529,7 +533,7 @@ def cky(n, max_term, max_span, tables, mode, ranks, loss_tables, tau_weight, chu
                         dd += _rect(PG, l, k, r) if t == EDGE_S else _rect(PL, l, k, r)
                         bb += _break(ranks[ja], ranks[jb])
                         if root:
-                            bb += _break(-1, ranks[f]) + _break(ranks[z], maxrank + 1)
+                            bb += _break(np.int64(-1), ranks[f]) + _break(ranks[z], maxrank + 1)
                     lo = tau_weight * dd + chunk_weight * bb
                     if b_t < 0 or _better(mode, sc, lo, b_s, b_l):
                         b_s, b_l, b_d, b_b, b_t, b_k, b_f, b_z = sc, lo, dd, bb, t, k, f, z
@@ -563,10 +567,10 @@ def cky(n, max_term, max_span, tables, mode, ranks, loss_tables, tau_weight, chu
                 dd = 0
                 bb = 0
                 if use_loss:
-                    dd = gd[i] + cd[i, d] + _rect(PG, 0, i, j)
+                    dd = gd[i] + cd[i, d] + _rect(PG, np.int64(0), i, j)
                     bb = gb[i] + cb[i, d]
                     if i == 0:
-                        bb += _break(-1, ranks[cf[i, d]])
+                        bb += _break(np.int64(-1), ranks[cf[i, d]])
                     else:
                         bb += _break(ranks[gz[i]], ranks[cf[i, d]])
                     if j == n:
@@ -720,7 +724,7 @@ def feature_difference(tok, edges_plus, edges_minus, mask, flags):
     keys = np.empty(cap, dtype=np.int64)
     vals = np.empty(cap)
     buf = np.empty(MAX_FEATURES_PER_TABLE_ENTRY, dtype=np.uint64)
-    pos = 0
+    pos = np.int64(0)  # not a literal 0: one compiled _edge_keys, not two
     n = tok.shape[0] - 2
     for side in range(2):
         edges = edges_plus if side == 0 else edges_minus
@@ -796,7 +800,7 @@ def derivation_loss(edges, n, ranks, loss_tables):
     for i in range(n):
         maxrank = max(maxrank, ranks[i])
     disc = 0
-    brk = _break(-1, ranks[first[0, n]]) + _break(ranks[last[0, n]], maxrank + 1)
+    brk = _break(np.int64(-1), ranks[first[0, n]]) + _break(ranks[last[0, n]], maxrank + 1)
     for e in range(edges.shape[0]):
         t, l, k, r = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
         if t == EDGE_F:
@@ -815,7 +819,7 @@ def derivation_loss(edges, n, ranks, loss_tables):
 
 
 @njit(cache=True)
-def parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags):
+def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags):
     """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
 
     Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
@@ -839,10 +843,17 @@ def parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags):
             continue
         tables = build_tables(tok, weights, mask, max_term, max_span, flags)
         order, edges, _, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
-        orders[order_offsets[s]:order_offsets[s + 1]] = order
+        # Element loops, not slice assignments: a slice assignment compiles numba's shape-mismatch error message
+        # (string formatting, about 4 s of the 15 s CPU that the first call spent compiling).
+        o = order_offsets[s]
+        for i in range(n):
+            orders[o + i] = order[i]
         m = edges.shape[0]
-        edges_all[edge_offsets[s]:edge_offsets[s] + m] = edges
-        edge_offsets[s + 1] = edge_offsets[s] + m
+        e0 = edge_offsets[s]
+        for i in range(m):
+            for j in range(4):
+                edges_all[e0 + i, j] = edges[i, j]
+        edge_offsets[s + 1] = e0 + m
     return orders, order_offsets, edges_all[:edge_offsets[ns]].copy(), edge_offsets
 
 
@@ -909,6 +920,364 @@ def train_batch(tok_flat, offsets, ranks_flat, rank_offsets, sentence_ids, weigh
             sums[keys[j]] += c * delta
         updates += 1
     return updates, total_pred, total_orc, orc_disc, orc_brk
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cold start: inference while the kernels compile.
+#
+# Compiling the inference kernels (_parse_batch_jit and everything it calls) costs about 10 s of CPU, paid by the
+# first process after an install (later processes load numba's on-disk cache: cache=True above). So that the
+# first sentences do not wait for it, `parse_batch` compiles in a background thread and meanwhile parses with
+# the numpy code below, which mirrors build_tables and cky (MODE_PREDICT) operation for operation: the same
+# hashes, the same sums in the same order, the same first-best tie-breaking. Its output is identical to the
+# compiled kernel's (tests/test_cold_start.py); it is slower (vectorized over spans, not compiled), which is why it
+# only bridges the compile.
+
+# _len_bucket's pure-Python original: calling the jitted one here would compile it
+_LEN_BUCKETS = np.array([_len_bucket.py_func(d) for d in range(1025)], dtype=np.uint64)
+
+
+def _np_mix(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> _S33)
+    h = h * _M1
+    h = h ^ (h >> _S33)
+    h = h * _M2
+    return h ^ (h >> _S33)
+
+
+def _np_f1(tpl: np.uint64, a: np.ndarray) -> np.ndarray:
+    return _np_mix(tpl * _K + a)
+
+
+def _np_f2(tpl: np.uint64, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _np_mix(_np_mix(tpl * _K + a) * _K + b)
+
+
+def _np_sum(hashes: list[np.ndarray], weights: np.ndarray, mask: np.uint64, column: int, size: int) -> np.ndarray:
+    """Per item, 0.0 + the weights of its features in buffer order: the kernels' sums, term by term."""
+    acc = np.zeros(size)
+    for h in hashes:
+        acc += weights[(h & mask).astype(np.int64) * N_COLUMNS + column]
+    return acc
+
+
+def _np_bucket(d: np.ndarray) -> np.ndarray:
+    return _LEN_BUCKETS[np.minimum(d, _LEN_BUCKETS.shape[0] - 1)]
+
+
+def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int, max_span: int,
+                     flags: int) -> tuple[np.ndarray, ...]:
+    """build_tables for one sentence, vectorized over the spans/split points of each table."""
+    n = tok.shape[0] - 2
+    L = min(n, max_span)
+    T = min(max_term, L)
+    views = tok.shape[1]
+    SP = np.zeros((n, L + 1, 3))
+    FT = np.zeros((n, T + 1))
+    BD = np.zeros((n + 1, 2))
+    P1 = np.zeros((n, L + 1, 2))
+    P2 = np.zeros((n, L + 1, 2))
+    BAL = np.zeros((L + 1, L + 1, 2))
+    # every span [l, l + d), d <= min(L, n - l), in the kernel's loop order (l outer, d inner)
+    ls, ds = [], []
+    for l in range(n):
+        m = min(L, n - l)
+        ls.append(np.full(m, l, dtype=np.int64))
+        ds.append(np.arange(1, m + 1, dtype=np.int64))
+    l_all = np.concatenate(ls)
+    d_all = np.concatenate(ds)
+    r_all = l_all + d_all
+    size = l_all.shape[0]
+    if flags & FEAT_SPAN:
+        lb = _np_bucket(d_all)
+        hs = [_np_f1(T_BIAS, np.zeros(size, dtype=np.uint64)), _np_f1(T_LEN, lb)]
+        for v in range(views):
+            o = np.uint64(v) * _VIEW_STRIDE
+            sl, sr, sb, sa = tok[l_all + 1, v], tok[r_all, v], tok[l_all, v], tok[r_all + 1, v]
+            hs += [_np_f1(T_SL + o, sl), _np_f1(T_SR + o, sr), _np_f1(T_SB + o, sb), _np_f1(T_SA + o, sa),
+                   _np_f2(T_SL_SR + o, sl, sr), _np_f2(T_SB_SL + o, sb, sl), _np_f2(T_SR_SA + o, sr, sa),
+                   _np_f2(T_SB_SA + o, sb, sa), _np_f2(T_SL_LEN + o, sl, lb), _np_f2(T_SR_LEN + o, sr, lb)]
+            if flags & FEAT_WIDE:
+                wide = d_all > 1
+                sl2 = np.where(wide, tok[np.minimum(l_all + 2, n + 1), v], _ZERO)
+                sr2 = np.where(wide, tok[r_all - 1, v], _ZERO)
+                sb2 = tok[np.maximum(l_all - 1, 0), v]
+                sa2 = tok[np.minimum(r_all + 2, n + 1), v]
+                hs += [_np_f1(T_W_SL2 + o, sl2), _np_f1(T_W_SR2 + o, sr2), _np_f1(T_W_SB2 + o, sb2),
+                       _np_f1(T_W_SA2 + o, sa2), _np_f2(T_W_SLB + o, sl, sl2), _np_f2(T_W_SRB + o, sr2, sr),
+                       _np_f2(T_W_SBB + o, sb2, sb), _np_f2(T_W_SAB + o, sa, sa2)]
+        for t in range(3):
+            SP[l_all, d_all, t] = _np_sum(hs, weights, mask, t, size)
+    if flags & FEAT_TERMINAL:
+        term = d_all <= T
+        tl, td = l_all[term], d_all[term]
+        hs = []
+        for v in range(views):
+            h = np.full(tl.shape[0], (T_TERM_SEQ + np.uint64(v) * _VIEW_STRIDE) * _K)
+            for i in range(T):  # word i of each span, for the spans that have one
+                has = td > i
+                h = np.where(has, _np_mix(h * _K + tok[np.minimum(tl + 1 + i, n + 1), v]), h)
+            hs.append(h)
+        FT[tl, td] = _np_sum(hs, weights, mask, 2, tl.shape[0])
+    if flags & FEAT_CHILDREN:
+        child = d_all < L
+        cl, cd, cr = l_all[child], d_all[child], r_all[child]
+        # [cl, cr) as a left child (split point cr) and as a right child (split point cl)
+        left = [_np_f1(T_LEFT_LEN, _np_bucket(cd))]
+        right = [_np_f1(T_RIGHT_LEN, _np_bucket(cd))]
+        for v in range(views):
+            o = np.uint64(v) * _VIEW_STRIDE
+            ll, lr, rl = tok[cl + 1, v], tok[cr, v], tok[cr + 1, v]
+            left += [_np_f2(T_LL_RL + o, ll, rl), _np_f2(T_LL_LR + o, ll, lr)]
+            if flags & FEAT_OUTSIDE_CHILD:
+                left.append(_np_f2(T_SB_RL + o, tok[cl, v], rl))
+            lr, rl, rr = tok[cl, v], tok[cl + 1, v], tok[cr, v]
+            right += [_np_f2(T_LR_RR + o, lr, rr), _np_f2(T_RL_RR + o, rl, rr)]
+            if flags & FEAT_OUTSIDE_CHILD:
+                right.append(_np_f2(T_LR_SA + o, lr, tok[cr + 1, v]))
+        for t in range(2):
+            P1[cl, cd, t] = _np_sum(left, weights, mask, t, cl.shape[0])
+            P2[cl, cd, t] = _np_sum(right, weights, mask, t, cl.shape[0])
+        ks = np.arange(1, n, dtype=np.int64)
+        hs = []
+        for v in range(views):
+            o = np.uint64(v) * _VIEW_STRIDE
+            lr, rl = tok[ks, v], tok[ks + 1, v]
+            hs += [_np_f1(T_LR + o, lr), _np_f1(T_RL + o, rl), _np_f2(T_LR_RL + o, lr, rl)]
+            if flags & FEAT_WIDE:
+                hs += [_np_f2(T_W_LRB + o, tok[ks - 1, v], lr), _np_f2(T_W_RLB + o, rl, tok[ks + 2, v])]
+        for t in range(2):
+            BD[ks, t] = _np_sum(hs, weights, mask, t, ks.shape[0])
+        dl, dr = np.nonzero(np.add.outer(np.arange(L + 1), np.arange(L + 1)) <= L)
+        keep = (dl >= 1) & (dl < L) & (dr >= 1)
+        dl, dr = dl[keep], dr[keep]
+        sign = np.where(dl == dr, 0, np.where(dl > dr, 1, 2)).astype(np.uint64)
+        hs = [_np_f1(T_BAL_SIGN, sign), _np_f2(T_BAL_LENS, _np_bucket(dl), _np_bucket(dr))]
+        for t in range(2):
+            BAL[dl, dr, t] = _np_sum(hs, weights, mask, t, dl.shape[0])
+    JB = np.zeros((n, 2 * L - 1 if flags & FEAT_JUNCTION else 1, 2))
+    if flags & FEAT_JUNCTION:
+        a, b = np.nonzero(np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= L - 1)
+        keep = a != b
+        a, b = a[keep], b[keep]
+        delta = b - a
+        dist = np.where(np.abs(delta) <= 3, np.abs(delta), np.where(np.abs(delta) <= 6, 4, 5))
+        dist = np.where(delta > 0, dist, 10 + dist).astype(np.uint64)
+        hs = [_np_f1(T_JUNC_DIST, dist)]
+        for v in range(views):
+            hs.append(_np_f2(T_JUNC + np.uint64(v) * _VIEW_STRIDE, tok[a + 1, v], tok[b + 1, v]))
+        for t in range(2):
+            JB[a, delta + L - 1, t] = _np_sum(hs, weights, mask, t, a.shape[0])
+    return SP, FT, BD, P1, P2, BAL, JB
+
+
+def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int, max_span: int,
+              flags: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, edges) of cky(MODE_PREDICT) for one sentence of n >= 1 words, vectorized over the cells of a width.
+
+    The kernel keeps the first candidate and replaces it only by a strictly higher score, scanning F, then
+    k = l+1.. with S before I; np.argmax over the candidates in that order returns that same first maximum
+    (scores are finite: the caller checks the weights)."""
+    n = tok.shape[0] - 2
+    SP, FT, BD, P1, P2, BAL, JB = _np_build_tables(tok, weights, mask, max_term, max_span, flags)
+    junctions = JB.shape[1] > 1
+    L = min(n, max_span)
+    T = min(max_term, L)
+    cs = np.full((n, L + 1), -np.inf)
+    ct = np.full((n, L + 1), -1, dtype=np.int64)
+    ck = np.full((n, L + 1), -1, dtype=np.int64)
+    cf = np.zeros((n, L + 1), dtype=np.int64)
+    cz = np.zeros((n, L + 1), dtype=np.int64)
+    for d in range(1, L + 1):
+        l = np.arange(0, n - d + 1, dtype=np.int64)
+        cand = []
+        if d <= T:
+            cand.append((SP[l, d, 2] + FT[l, d])[:, None])
+        if d > 1:
+            dl = np.arange(1, d, dtype=np.int64)[None, :]
+            dr = d - dl
+            k = l[:, None] + dl
+            lb = np.broadcast_to(l[:, None], k.shape)
+            base = cs[lb, dl] + cs[k, dr]
+            both = np.empty(k.shape + (2,))
+            for t in range(2):
+                sc = base + SP[l, d, t][:, None]
+                sc = sc + BD[k, t]
+                sc = sc + P1[lb, dl, t]
+                sc = sc + P2[k, dr, t]
+                sc = sc + BAL[dl, dr, t]
+                if junctions:
+                    ja, jb = (cz[lb, dl], cf[k, dr]) if t == EDGE_S else (cz[k, dr], cf[lb, dl])
+                    sc = sc + JB[ja, jb - ja + L - 1, t]
+                both[:, :, t] = sc
+            cand.append(both.reshape(l.shape[0], -1))  # k-major, S before I: the kernel's scan order
+        scores = np.concatenate(cand, axis=1)
+        best = np.argmax(scores, axis=1)
+        cs[l, d] = scores[l, best]
+        is_f = np.zeros(l.shape[0], dtype=bool)
+        if d <= T:
+            is_f = best == 0
+            best = best - 1
+        t = np.where(is_f, EDGE_F, best % 2)
+        k = np.where(is_f, -1, l + 1 + best // 2)
+        kk = np.where(is_f, l, k)  # any valid index where F ignores it
+        dl, dr = kk - l, l + d - kk
+        ct[l, d] = t
+        ck[l, d] = k
+        cf[l, d] = np.where(is_f, l, np.where(t == EDGE_S, cf[l, dl], cf[kk, dr]))
+        cz[l, d] = np.where(is_f, l + d - 1, np.where(t == EDGE_S, cz[kk, dr], cz[l, dl]))
+    edges: list[tuple[int, int, int, int]] = []
+    stack: list[tuple[int, int]] = []
+    if n <= L:
+        stack.append((0, n))
+    else:
+        # segmentation DP (the kernel's, without losses): the first best segment length d = 1, 2, ...
+        gs = np.full(n + 1, -np.inf)
+        gs[0] = 0.0
+        seg_start = np.zeros(n + 1, dtype=np.int64)
+        for j in range(1, n + 1):
+            d = np.arange(1, min(L, j) + 1)
+            i = j - d
+            sc = gs[i] + cs[i, d]
+            b = int(np.argmax(sc))
+            gs[j] = sc[b]
+            seg_start[j] = i[b]
+        bounds = []
+        j = n
+        while j > 0:
+            bounds.append((int(seg_start[j]), j))
+            j = int(seg_start[j])
+        bounds.reverse()
+        edges += [(EDGE_GLUE, 0, s, e) for s, e in reversed(bounds[1:])]
+        stack += reversed(bounds)
+    ct_l, ck_l = ct.tolist(), ck.tolist()
+    order: list[int] = []
+    while stack:
+        l, r = stack.pop()
+        t, k = ct_l[l][r - l], ck_l[l][r - l]
+        edges.append((t, l, k, r))
+        if t == EDGE_F:
+            order.extend(range(l, r))
+        elif t == EDGE_S:
+            stack += [(k, r), (l, k)]
+        else:
+            stack += [(l, k), (k, r)]
+    return np.array(order, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4)
+
+
+def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
+                    max_span: int, flags: int, stop) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+    """Parse sentences in order until `stop()` is true: (orders, edges) of the sentences done and their count."""
+    orders, edges = [], []
+    s = 0
+    with np.errstate(over="ignore"):  # the hashes wrap around in uint64 arithmetic, as in the kernels
+        while s < offsets.shape[0] - 1 and not stop():
+            tok = np.ascontiguousarray(tok_flat[offsets[s]:offsets[s + 1]])
+            if tok.shape[0] > 2:
+                o, e = _np_parse(tok, weights, mask, max_term, max_span, flags)
+            else:
+                o, e = np.empty(0, dtype=np.int64), np.empty((0, 4), dtype=np.int64)
+            orders.append(o)
+            edges.append(e)
+            s += 1
+    return orders, edges, s
+
+
+COLD_START_ENV = "XLPOS_BTG_COLD_START"  # "interpreted" (default): the numpy path bridges the compile; "wait": don't
+
+
+class _Compile:
+    """One background compilation of _parse_batch_jit for one argument signature."""
+
+    def __init__(self, signature: tuple) -> None:
+        self.done = threading.Event()
+        # Not a daemon: a process that finishes its sentences before the compile does waits for it at exit, so that
+        # the compiled code reaches numba's cache and the next process starts warm.
+        self.thread = threading.Thread(target=self._run, args=(signature,), name="xlpos-btg-compile")
+        self.thread.start()
+
+    def _run(self, signature: tuple) -> None:
+        try:
+            _parse_batch_jit.compile(signature)  # loads from numba's cache when it can
+        except Exception:  # noqa: BLE001 - the next call of the kernel compiles in the caller and raises it there
+            pass
+        finally:
+            self.done.set()
+
+
+_compiles: dict[tuple, _Compile] = {}
+_compiles_lock = threading.Lock()
+
+
+def _wait_for_compiles() -> None:
+    for c in list(_compiles.values()):
+        c.thread.join()
+
+
+# A fork while the thread holds numba's compiler lock would leave the child a lock nobody releases (its next
+# compile would hang): forks wait for the compile instead, as they would have before it ran in the background.
+os.register_at_fork(before=_wait_for_compiles)
+
+
+def _in_disk_cache(signature: tuple) -> bool:
+    """Whether numba's cache holds _parse_batch_jit for these argument types, by the lookup numba itself does
+    (Dispatcher.compile -> Cache.load_overload: the index for the source file's stamp, keyed by signature, CPU and
+    bytecode). numba internals: if they change, the answer is False and the first call bridges a cache load."""
+    try:
+        cache = _parse_batch_jit._cache
+        key = cache._index_key(signature, _parse_batch_jit.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - a missing or unreadable cache, or another numba: not cached
+        return False
+
+
+def wait_for_compile() -> None:
+    """Block until the background compilations that `parse_batch` started have finished (benchmarks, tests)."""
+    _wait_for_compiles()
+
+
+def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
+                max_span: int, flags: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
+
+    Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
+    With compiled code (this process compiled it, or numba's cache had it) this is _parse_batch_jit. Otherwise
+    the compile starts in a background thread and sentences are parsed by the numpy path until it is done,
+    the rest by the compiled kernel: same output, first sentence in well under a second instead of after the
+    compile (see "Cold start" above). XLPOS_BTG_COLD_START=wait compiles first instead, as before.
+    """
+    args = (tok_flat, offsets, weights, mask, max_term, max_span, flags)
+    # Once any version is compiled, straight to the kernel: numba.typeof of the arguments costs more than
+    # parsing a short sentence, and a further signature (unusual argument types) just compiles there, as before.
+    if _parse_batch_jit.overloads or os.environ.get(COLD_START_ENV, "interpreted") == "wait":
+        return _parse_batch_jit(*args)
+    signature = tuple(typeof(a) for a in args)
+    if _in_disk_cache(signature):
+        return _parse_batch_jit(*args)  # loading the cached code takes a fraction of a second: not worth bridging
+    with _compiles_lock:
+        compile_ = _compiles.get(signature)
+        if compile_ is None:
+            compile_ = _compiles[signature] = _Compile(signature)
+    if compile_.done.is_set() or not np.isfinite(weights).all():
+        # the numpy path's argmax matches the kernel's strict comparisons only for finite scores
+        return _parse_batch_jit(*args)
+    orders, edges, done = _np_parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags,
+                                          compile_.done.is_set)
+    ns = offsets.shape[0] - 1
+    if done < ns:
+        rest = np.ascontiguousarray(offsets[done:] - offsets[done])
+        r_orders, r_order_offsets, r_edges, r_edge_offsets = _parse_batch_jit(
+            tok_flat[offsets[done]:], rest, weights, mask, max_term, max_span, flags)
+        for s in range(ns - done):
+            orders.append(r_orders[r_order_offsets[s]:r_order_offsets[s + 1]])
+            edges.append(r_edges[r_edge_offsets[s]:r_edge_offsets[s + 1]])
+    order_offsets = np.zeros(ns + 1, dtype=np.int64)
+    np.cumsum([o.shape[0] for o in orders], out=order_offsets[1:])
+    edge_offsets = np.zeros(ns + 1, dtype=np.int64)
+    np.cumsum([e.shape[0] for e in edges], out=edge_offsets[1:])
+    all_orders = np.concatenate(orders) if orders else np.empty(0, dtype=np.int64)
+    all_edges = np.concatenate(edges) if edges else np.empty((0, 4), dtype=np.int64)
+    return all_orders.astype(np.int64, copy=False), order_offsets, all_edges.astype(np.int64, copy=False), edge_offsets
 
 
 @dataclass(frozen=True)
