@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +191,25 @@ def test_read_only_package_keeps_its_compiled_code_in_the_user_cache(tmp_path: P
     module, cache_path = out.split()
     assert module == str(pkg / "btg.py")
     assert cache_path.startswith(str(tmp_path / "xdg"))
+
+
+class _SlowCompile:
+    """A background compile that is still running (a thread that sleeps) when the test forks."""
+
+    def __init__(self, seconds: float):
+        self.thread = threading.Thread(target=time.sleep, args=(seconds,))
+        self.thread.start()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_fork_waits_for_a_running_compile(monkeypatch: pytest.MonkeyPatch):
+    # A child forked while the compile thread holds numba's compiler lock would inherit the lock held by a thread
+    # that does not exist there: its next compile would hang. The at-fork hook waits for the compile instead.
+    slow = _SlowCompile(0.5)
+    monkeypatch.setitem(btg._compiles, ("test",), slow)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    alive_after_fork = slow.thread.is_alive()
+    os.waitpid(pid, 0)
+    assert not alive_after_fork
