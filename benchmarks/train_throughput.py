@@ -393,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = summarize(results, modes)
     inprocess = inprocess_ratios(opts, modes) if opts.inprocess_updates > 0 else {}
-    columns = (("ratio_steady_wps", "steady wps"), ("ratio_steady_cpu", "steady CPU"),
-               ("ratio_process", "process time"))
+    columns = (("ratio_steady_wps", "ratio steady wps"), ("ratio_steady_cpu", "ratio steady CPU"),
+               ("ratio_process", "ratio process time"))
     header = (f"{'mode':<12} {'steady wps':>10}  " + "  ".join(f"{name:>22}" for _, name in columns)
               + f"  {'in-process (wall)':>22}")
     print(f"\nspeed XL / vanilla per round (below 1: slower), median [min..max] over {opts.rounds} rounds; "
