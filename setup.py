@@ -40,5 +40,12 @@ setup(
         # plots of benchmarks/plot_bleu.py (benchmarks/bleu.py --plot)
         "bench": ["matplotlib"],
     },
-    entry_points={"console_scripts": ["xlpos-prep = preprocess.cli:main"]},
+    entry_points={"console_scripts": [
+        "xlpos-prep = preprocess.cli:main",
+        # The evidence kit (issue 12): paired significance tests (sacreBLEU's), AER of word alignments, and word
+        # alignments from a trained model's encoder-decoder attention scored against a gold file.
+        "xlpos-significance = xlpos.evaluation.significance:main",
+        "xlpos-aer = xlpos.evaluation.aer:main",
+        "xlpos-align-attention = xlpos.evaluation.align_attention:main",
+    ]},
 )
