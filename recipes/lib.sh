@@ -108,14 +108,18 @@ xl_wmt_scale_defaults() {
 }
 
 # xl_private_tmp: every temporary of this run (eflomal's files, fairseq's and torch's pymp-* directories...) goes
-# to $WORK/tmp/PID (TMPDIR), removed when the recipe exits; those of killed runs (PID dead) are removed here, so
-# kills do not make them accumulate.
+# to one directory, TMPDIR=${TMPDIR:-/tmp}/xlpos-HOST-PID, removed when the recipe exits; those of this host's
+# killed runs (PID dead) are removed here, so kills do not make them accumulate. The path is short on purpose:
+# torch's data-loader workers open AF_UNIX sockets under TMPDIR, whose paths may not exceed 107 bytes, and
+# fairseq-train hangs when one does (a directory under $WORK did, with a long WORK). A long TMPDIR falls back to /tmp.
 xl_private_tmp() {
-  local d
-  for d in "$WORK"/tmp/*; do
-    [ -d "$d" ] && ! kill -0 "${d##*/}" 2>/dev/null && rm -rf "$d"
+  local base=${TMPDIR:-/tmp} host d
+  host=$(hostname -s 2>/dev/null || echo host)
+  [ "${#base}" -le 40 ] || base=/tmp
+  for d in "$base/xlpos-$host-"*; do
+    [ -d "$d" ] && [ -O "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null && rm -rf "$d"
   done
-  XL_TMP=$WORK/tmp/$$
+  XL_TMP=$base/xlpos-$host-$$
   mkdir -p "$XL_TMP"
   export TMPDIR=$XL_TMP
   trap 'rm -rf "$XL_TMP"' EXIT
