@@ -319,7 +319,8 @@ class XLPosTransformerModel(TransformerModel):
             "--xl-fusion",
             choices=XL_FUSIONS,
             help="input mode: sum = PE(abs) + PE(xl); gated = learned per-channel gate g*PE(abs) + (1-g)*PE(xl); "
-            "default: gated (measured on the quickstart corpus, 400 updates: gated 59.6 BLEU, sum 41.8, vanilla 44.3)",
+            "default: gated (Tanaka Ja-En, 300 updates, one seed: test BLEU gated 7.86, sum 3.62, vanilla 7.11; "
+            "gated vs sum p = 0.001, paired bootstrap)",
         )
         parser.add_argument(
             "--xl-heads",
