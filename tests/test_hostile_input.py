@@ -216,13 +216,21 @@ def wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
 
 def test_interrupted_training_leaves_no_model_and_resume_equals_an_uninterrupted_run(work, capsys):
     model, snapshot = work / "r.model", work / "r.model.snapshot"
+    # Enough iterations that training is still running when the signal arrives: on an idle machine one iteration
+    # of this corpus takes under 10 ms.
     base = ["train-reorderer", "--src", work / "train.src", "--oracle", work / "train.oracle", "--hash-bits", "14",
-            "--iterations", "40"]
+            "--iterations", "300"]
     proc = subprocess.Popen([cli("xlpos-prep"), *map(str, base), "--model", str(model)], env=subprocess_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:  # blocks until the log says the first iteration is done: no polling delay
+        seen.append(line)
+        if "iteration 1:" in line:
+            break
     wait_for(snapshot.exists, what="the first snapshot")
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
+    err = "".join(seen) + rest
     assert proc.returncode == 130, err
     assert "interrupted (SIGINT)" in error_line(err)
     assert not model.exists(), "the final model path holds a partly trained model"
@@ -230,7 +238,7 @@ def test_interrupted_training_leaves_no_model_and_resume_equals_an_uninterrupted
     # the snapshot says it is incomplete: reorder and the plugin refuse it, naming it
     line = refused(["reorder", "--model", snapshot, "--src", work / "test.src", "--out", work / "o"], work, capsys,
                    str(snapshot), "incomplete", "--resume")
-    assert re.search(r"after \d+ of 40 iterations", line)
+    assert re.search(r"after \d+ of 300 iterations", line)
     from xlpos.tasks.xl_inference import read_reorderer_file
     with pytest.raises(ValueError, match=re.escape(str(snapshot)) + ".*incomplete"):
         read_reorderer_file(str(snapshot))
