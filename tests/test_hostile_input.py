@@ -220,8 +220,11 @@ def test_interrupted_training_leaves_no_model_and_resume_equals_an_uninterrupted
     # of this corpus takes under 10 ms.
     base = ["train-reorderer", "--src", work / "train.src", "--oracle", work / "train.oracle", "--hash-bits", "14",
             "--iterations", "300"]
+    # SIGINT back to its default in the child: a shell that starts a job in the background (as CI may run the
+    # suite) makes it ignore SIGINT, the children inherit that, and Python then never sees Ctrl-C.
     proc = subprocess.Popen([cli("xlpos-prep"), *map(str, base), "--model", str(model)], env=subprocess_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stderr:  # blocks until the log says the first iteration is done: no polling delay
         seen.append(line)
