@@ -8,7 +8,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.13",
-    packages=find_packages(include=["xlpos", "xlpos.*", "preprocess", "preprocess.*"]),
+    packages=find_packages(include=["xlpos", "xlpos.*"]) + ["xlpos_prep"],
+    # The fairseq-free preprocessing lives in the preprocess/ folder (the documented layout) but is installed and
+    # imported as xlpos_prep, a name that cannot clash with a user's own `preprocess` module.
+    package_dir={"xlpos_prep": "preprocess"},
     install_requires=[
         # A range, so that `pip install -e .` keeps the torch a GPU cluster built for its CUDA driver.
         # Upper bound: 2.13 is the newest release tested (CI and the test suite run torch 2.13.0, CPU build);
@@ -41,7 +44,7 @@ setup(
         "bench": ["matplotlib"],
     },
     entry_points={"console_scripts": [
-        "xlpos-prep = preprocess.cli:main",
+        "xlpos-prep = xlpos_prep.cli:main",
         # The evidence kit (issue 12): paired significance tests (sacreBLEU's), AER of word alignments, and word
         # alignments from a trained model's encoder-decoder attention scored against a gold file.
         "xlpos-significance = xlpos.evaluation.significance:main",

@@ -76,7 +76,7 @@ DATA = REPO.parent / "shared" / "data"
 TEXT_TOOLS = REPO / "recipes" / "text_tools.py"
 sys.path.insert(0, str(REPO))
 
-from preprocess.io import atomic_output, read_lines  # noqa: E402
+from xlpos_prep.io import atomic_output, read_lines  # noqa: E402
 
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
@@ -265,7 +265,7 @@ def read_json(path: Path):
 
 
 def prep(*args: str) -> list[str]:
-    return [sys.executable, "-m", "preprocess.cli", *args]
+    return [sys.executable, "-m", "xlpos_prep.cli", *args]
 
 
 def text_tool(*args: str) -> list[str]:
@@ -313,7 +313,7 @@ class StepTimes:
     def step(self, name: str, outputs: Sequence[Path], make: Callable[[], None]) -> float | None:
         # Done means completed (OUTPUT.done written after the outputs, preprocess.io; recipes/lib.sh's xl_step
         # applies the same rule): an output alone may be what a killed run left.
-        from preprocess.io import finish_step, start_step, step_done
+        from xlpos_prep.io import finish_step, start_step, step_done
         # A time is recorded only once a step completed, so a recorded step of a run made before the markers
         # existed is complete too: mark it.
         if step_done(outputs) or (name in self.times and all(p.exists() for p in outputs)):
@@ -361,7 +361,7 @@ def assign_buckets(values: Sequence[float], edges: Sequence[float]) -> list[int]
 
 def order_tau(order: Sequence[int]) -> float:
     """Kendall tau of a predicted order against the source order: 1 = not moved, -1 = reversed."""
-    from preprocess.metrics import kendall_tau_counts
+    from xlpos_prep.metrics import kendall_tau_counts
     n = len(order)
     if n < 2:
         return 1.0
@@ -671,8 +671,8 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
                                          "--out", reo / f"{split}.order", "--workers", str(args.workers)),
                                     logs / "reorder.log"))
 
-    from preprocess.metrics import evaluate_orders, monotone_order, read_orders, reversed_order
-    from preprocess.oracle import read_oracle
+    from xlpos_prep.metrics import evaluate_orders, monotone_order, read_orders, reversed_order
+    from xlpos_prep.oracle import read_oracle
     reordering = {}
     for split in ("valid", "test"):
         path = reo / f"{split}.scores.json"

@@ -49,8 +49,11 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 marks = {}
-from preprocess import btg
-from preprocess.reorderer import Reorderer, reorder_lines
+import importlib, os
+package = os.environ["XLPOS_COLD_START_PACKAGE"]  # xlpos_prep, or preprocess in trees from before the rename
+btg = importlib.import_module(package + ".btg")
+Reorderer = importlib.import_module(package + ".reorderer").Reorderer
+reorder_lines = importlib.import_module(package + ".reorderer").reorder_lines
 mode, model_path, src, first, orders_out = sys.argv[1:6]
 first = int(first)
 model = Reorderer.load(model_path)
@@ -91,19 +94,27 @@ def baseline_tree(rev: str, dest: Path) -> Path:
     return dest
 
 
+def package_name(root: Path) -> str:
+    """The import name of the preprocessing package in a variant: `xlpos_prep` (this checkout, mapped onto
+    preprocess/ by setup.py) or `preprocess` (a tree extracted from a commit before that mapping)."""
+    return "xlpos_prep" if root == REPO else "preprocess"
+
+
 def child_env(root: Path, cache: Path) -> dict:
     # `python -c` / `-m` put the working directory first on sys.path, so children run in the temp dir (see the
     # callers) and PYTHONPATH decides which preprocess they import
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["NUMBA_CACHE_DIR"] = str(cache)
+    env["XLPOS_COLD_START_PACKAGE"] = package_name(root)
     env.pop("XLPOS_BTG_COLD_START", None)
     return env
 
 
 def check_variant(root: Path, expected: Path) -> None:
     """Fail loudly if a child of this variant would import preprocess from anywhere else."""
-    out = subprocess.run([sys.executable, "-c", "import preprocess; print(preprocess.__file__)"],
+    name = package_name(root)
+    out = subprocess.run([sys.executable, "-c", f"import {name}; print({name}.__file__)"],
                          env=child_env(root, expected.parent), cwd=str(expected.parent), capture_output=True,
                          text=True, check=True).stdout.strip()
     if Path(out).resolve() != (root / "preprocess" / "__init__.py").resolve():
@@ -126,7 +137,7 @@ def run_child(root: Path, cache: Path, args: list[str]) -> tuple[dict, float]:
 
 
 def run_train(root: Path, cache: Path, src: str, oracle: str, model_out: Path) -> tuple[float, float]:
-    cmd = [sys.executable, "-m", "preprocess.cli", "train-reorderer", "--src", src, "--oracle", oracle,
+    cmd = [sys.executable, "-m", package_name(root) + ".cli", "train-reorderer", "--src", src, "--oracle", oracle,
            "--model", str(model_out), "--iterations", "1"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=child_env(root, cache), cwd=str(cache.parent), stdout=subprocess.DEVNULL,

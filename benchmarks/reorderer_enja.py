@@ -65,7 +65,7 @@ def run_child(cmd: list[str]) -> tuple[float, float]:
 
 
 def prep(*args: str) -> list[str]:
-    return [sys.executable, "-m", "preprocess.cli", *args]
+    return [sys.executable, "-m", "xlpos_prep.cli", *args]
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
@@ -140,9 +140,9 @@ def subset(work: Path, name: str, lines: list[str]) -> Path:
 
 def bench(work: Path, direction: str, attach_null: str, size: int, train_args: list[str], tag: str,
           eval_split: str, speed_repeats: int) -> dict:
-    from preprocess.metrics import evaluate_orders, monotone_order, reversed_order
-    from preprocess.oracle import read_oracle
-    from preprocess.reorderer import Reorderer
+    from xlpos_prep.metrics import evaluate_orders, monotone_order, reversed_order
+    from xlpos_prep.oracle import read_oracle
+    from xlpos_prep.reorderer import Reorderer
 
     src_lang = direction.split("-")[0]
     direction = oracle_name(direction, attach_null)  # file names from here on
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed-repeats", type=int, default=3, help="in-process passes over the eval set")
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
-    os.chdir(Path(__file__).resolve().parents[1])  # so `python -m preprocess.cli` finds this checkout
+    os.chdir(Path(__file__).resolve().parents[1])  # so `python -m xlpos_prep.cli` finds this checkout
     sys.path.insert(0, os.getcwd())
     work = Path(args.work)
     meta = prepare(work, Path(args.data), args.attach_null)

@@ -1,6 +1,6 @@
 """BTG forests over source spans: hashed features, CKY inference, edge-factored losses and online updates.
 
-Everything here works on plain arrays so that the hot loops compile with numba; `preprocess.reorderer` turns words
+Everything here works on plain arrays so that the hot loops compile with numba; `xlpos_prep.reorderer` turns words
 into the arrays and owns the model file, the training schedule and the CLIs.
 
 A derivation covers the source span [0, n) with three kinds of edges over spans [l, r):

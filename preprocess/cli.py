@@ -14,14 +14,14 @@ from .io import OneLineParser, run_command
 # name -> (module, one-line help). Each module defines `configure_<name with _>(parser)`, which adds the
 # arguments and sets `parser.set_defaults(run=callable(args) -> int|None)`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "align": ("preprocess.align", "word-align a parallel corpus with eflomal + symmetrization (Pharaoh output)"),
-    "oracle": ("preprocess.oracle", "alignments -> oracle reordering ranks (lader's definition)"),
-    "train-reorderer": ("preprocess.reorderer", "train the discriminative BTG reorderer on oracle ranks"),
-    "reorder": ("preprocess.reorderer", "reorder source sentences into target order with a trained model"),
-    "positions": ("preprocess.subword", "words + order + sentencepiece model -> piece-level XL positions"),
-    "evaluate": ("preprocess.metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
+    "align": (__package__ + ".align", "word-align a parallel corpus with eflomal + symmetrization (Pharaoh output)"),
+    "oracle": (__package__ + ".oracle", "alignments -> oracle reordering ranks (lader's definition)"),
+    "train-reorderer": (__package__ + ".reorderer", "train the discriminative BTG reorderer on oracle ranks"),
+    "reorder": (__package__ + ".reorderer", "reorder source sentences into target order with a trained model"),
+    "positions": (__package__ + ".subword", "words + order + sentencepiece model -> piece-level XL positions"),
+    "evaluate": (__package__ + ".metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
     "binarize": ("xlpos.data.binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
-    "synth": ("preprocess.synthetic", "generate a synthetic parallel corpus with nested reordering"),
+    "synth": (__package__ + ".synthetic", "generate a synthetic parallel corpus with nested reordering"),
 }
 
 EPILOG = """examples:

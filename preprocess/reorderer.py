@@ -1,5 +1,5 @@
 """The discriminative BTG reorderer: word encoding, the model file, training, and the `train-reorderer` /
-`reorder` commands. The forest, features and CKY live in `preprocess.btg`.
+`reorder` commands. The forest, features and CKY live in `xlpos_prep.btg` (this folder).
 
 Model file: one `.npz` (numpy.savez, loaded with allow_pickle=False) holding
   header          a JSON string: {"format": "xlpos-btg-reorderer", "version": 1, "config": {...}, "training": {...}}

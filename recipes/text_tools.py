@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from preprocess.io import (SEED, WORKERS, InputError, OneLineParser, atomic_output, check_same_length,  # noqa: E402
+from xlpos_prep.io import (SEED, WORKERS, InputError, OneLineParser, atomic_output, check_same_length,  # noqa: E402
                            declare_files, float_option, int_option, pool_worker_setup, read_lines,
                            remove_stale_temporaries, run_command, writer_tag)
 
@@ -230,7 +230,7 @@ def _load_spm(path: str):
 
 
 def cmd_spm_encode(args: argparse.Namespace) -> None:
-    from preprocess.subword import unk_rate_warning
+    from xlpos_prep.subword import unk_rate_warning
     sp = _load_spm(args.model)
     lines = read_lines(args.input)
     encoded = [sp.encode(line, out_type=str) for line in lines]

@@ -204,8 +204,8 @@ def _ranks_of_order(order: list[int]) -> list[int]:
 def pipeline_corpus(tmp_path_factory) -> PipelineCorpus:
     import sentencepiece
 
-    from preprocess.reorderer import Reorderer
-    from preprocess.subword import xl_positions_for_line
+    from xlpos_prep.reorderer import Reorderer
+    from xlpos_prep.subword import xl_positions_for_line
     from xlpos.data.binarize import binarize_xl_positions
 
     root = tmp_path_factory.mktemp("pipeline_corpus")

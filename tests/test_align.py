@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from preprocess.align import HEURISTICS, run_eflomal, symmetrize
-from preprocess.cli import main
+from xlpos_prep.align import HEURISTICS, run_eflomal, symmetrize
+from xlpos_prep.cli import main
 
 # ---- symmetrize: answers derived by hand from Koehn's pseudo-code ------------------------------------------------
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from preprocess import btg
-from preprocess.metrics import fuzzy_reordering_counts, kendall_tau_counts
+from xlpos_prep import btg
+from xlpos_prep.metrics import fuzzy_reordering_counts, kendall_tau_counts
 
 S, I, F, GLUE = btg.EDGE_S, btg.EDGE_I, btg.EDGE_F, btg.EDGE_GLUE
 # every feature group except the junction, whose weights depend on the children's derivations (not edge-local)

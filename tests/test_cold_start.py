@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preprocess import btg
+from xlpos_prep import btg
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_FLAGS = (btg.FEAT_SPAN | btg.FEAT_CHILDREN | btg.FEAT_TERMINAL | btg.FEAT_OUTSIDE_CHILD | btg.FEAT_WIDE
@@ -140,7 +140,7 @@ def _run(code: str, env: dict, cwd: Path = REPO) -> str:
 FRESH_PROCESS = """
 import sys
 import numpy as np
-from preprocess import btg
+from xlpos_prep import btg
 rng = np.random.default_rng(5)
 n = 25
 tok = rng.integers(0, 30, size=(n + 2, 1)).astype(np.uint64)
@@ -177,16 +177,16 @@ def test_an_empty_cache_is_seen_as_empty(tmp_path: Path):
 
 
 def test_read_only_package_keeps_its_compiled_code_in_the_user_cache(tmp_path: Path):
-    # An install whose package directory is not writable (numba cannot create preprocess/__pycache__; here it is a
+    # An install whose package directory is not writable (numba cannot create xlpos_prep/__pycache__; here it is a
     # file, which stops root as well): numba's cache=True falls back to the user cache dir, so the compile is still
     # paid once per install, not once per process.
-    pkg = tmp_path / "site" / "preprocess"
+    pkg = tmp_path / "site" / "xlpos_prep"
     shutil.copytree(REPO / "preprocess", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "__pycache__").write_text("not a directory\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"), XDG_CACHE_HOME=str(tmp_path / "xdg"),
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("NUMBA_CACHE_DIR", None)
-    out = _run("import preprocess.btg as b; print(b.__file__); print(b._parse_batch_jit._cache._cache_path)", env,
+    out = _run("import xlpos_prep.btg as b; print(b.__file__); print(b._parse_batch_jit._cache._cache_path)", env,
                cwd=tmp_path)  # not the checkout: `python -c` puts the working directory first on sys.path
     module, cache_path = out.split()
     assert module == str(pkg / "btg.py")

@@ -3,7 +3,7 @@ fairseq-interactive and the plugin. Every case checks the exit status, that the 
 file / line / option, and that the directory holding inputs and outputs is byte for byte what it was (no input
 changed, no partial output, no temporary left).
 
-Most commands run in-process through `preprocess.cli.main` (the console script is a one-line wrapper; the
+Most commands run in-process through `xlpos_prep.cli.main` (the console script is a one-line wrapper; the
 signal tests run it as a real process). The kill-and-resume test of the recipes is tests/test_kill_resume.py.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PLUGIN_DIR, REPO, cli, run_cli, subprocess_env
-from preprocess import cli as prep_cli
-from preprocess.io import remove_stale_temporaries, step_done, writer_tag
+from xlpos_prep import cli as prep_cli
+from xlpos_prep.io import remove_stale_temporaries, step_done, writer_tag
 
 TEXT_TOOLS = REPO / "recipes" / "text_tools.py"
 HIRAGANA = [chr(c) for c in range(0x3042, 0x3094)]
@@ -84,7 +84,7 @@ def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("hostile")
     assert prep_cli.main(["synth", "--out-dir", str(root), "--train", "300", "--valid", "5", "--test", "40",
                           "--seed", "5", "--max-len", "12"]) == 0
-    from preprocess.metrics import ranks_of_order
+    from xlpos_prep.metrics import ranks_of_order
     for split in ("train", "test"):
         orders = [[int(x) for x in line.split()] for line in (root / f"{split}.gold-order").read_text().splitlines()]
         (root / f"{split}.oracle").write_text("".join(" ".join(map(str, ranks_of_order(o))) + "\n" for o in orders))
@@ -395,7 +395,7 @@ def test_directories_where_files_belong_and_files_where_directories_belong(work,
 
 def test_an_os_error_during_the_work_is_one_line_naming_the_path(work, capsys, monkeypatch):
     # A failure the up-front checks cannot foresee (disk full, a file vanishing): raised while writing.
-    import preprocess.reorderer as reorderer
+    import xlpos_prep.reorderer as reorderer
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device", str(work / "o"))

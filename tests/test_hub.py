@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from preprocess.reorderer import Reorderer, ReordererConfig
+from xlpos_prep.reorderer import Reorderer, ReordererConfig
 from xlpos import XLPosHubInterface, XLPosTransformerModel
 from xlpos.tasks.xl_inference import MONOTONE, REORDERER
 

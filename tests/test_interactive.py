@@ -12,7 +12,7 @@ from fairseq.data import Dictionary
 
 import xlpos  # noqa: F401
 from conftest import PLUGIN_DIR, REPO, cli, run_cli
-from preprocess.reorderer import Reorderer
+from xlpos_prep.reorderer import Reorderer
 from xlpos.tasks.xl_inference import FALLBACK, REORDERER, XLPositionPipeline
 from xlpos.tokenize import Detokenizer, WordTokenizer, WordTokenizerSpec
 
@@ -163,7 +163,7 @@ def test_reorder_mode_needs_no_xlpos_files(pipeline_corpus, tmp_path):
 
 
 def test_positions_made_by_another_reorderer_are_reported(pipeline_corpus, tmp_path, caplog):
-    from preprocess.reorderer import ReordererConfig
+    from xlpos_prep.reorderer import ReordererConfig
 
     config = ReordererConfig(hash_bits=8)  # every derivation scores 0: not the reorderer that made the files
     Reorderer(config, np.zeros((1 << config.hash_bits) * 3)).save(str(tmp_path / "flat.reorderer"))

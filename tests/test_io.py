@@ -1,6 +1,6 @@
 import pytest
 
-from preprocess.io import InputError, Shard, atomic_output, read_tokens
+from xlpos_prep.io import InputError, Shard, atomic_output, read_tokens
 
 
 def test_shards_cover_all_lines_in_order():

@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from preprocess.cli import main
-from preprocess.io import InputError
-from preprocess.metrics import (ReorderingScores, evaluate_orders, fuzzy_reordering_counts, kendall_tau_counts,
+from xlpos_prep.cli import main
+from xlpos_prep.io import InputError
+from xlpos_prep.metrics import (ReorderingScores, evaluate_orders, fuzzy_reordering_counts, kendall_tau_counts,
                                 monotone_order, parse_order_line, ranks_of_order, reversed_order)
 
 

@@ -2,9 +2,9 @@ import random
 
 import pytest
 
-from preprocess.cli import main
-from preprocess.io import InputError
-from preprocess.oracle import order_from_ranks, oracle_ranks, parse_alignment_line, read_oracle
+from xlpos_prep.cli import main
+from xlpos_prep.io import InputError
+from xlpos_prep.oracle import order_from_ranks, oracle_ranks, parse_alignment_line, read_oracle
 
 
 def links(text):
@@ -160,7 +160,7 @@ def test_random_alignments_satisfy_the_definition():
 def test_final_spans_are_identical_or_disjoint_so_laders_span_order_is_total():
     """lader ranks spans with "l < r when one end is smaller and the other not larger"; that is only a consistent
     total order because combined spans never partially overlap. Check that, and that our ranks equal it."""
-    from preprocess.oracle import _attach_unaligned, _combine_blocks, _word_spans
+    from xlpos_prep.oracle import _attach_unaligned, _combine_blocks, _word_spans
 
     def lesser(l, r):
         return (l[0] < r[0] and l[1] <= r[1]) or (l[1] < r[1] and l[0] <= r[0])

@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from preprocess.cli import main as cli_main
-from preprocess.metrics import evaluate_orders, monotone_order
-from preprocess.reorderer import (
+from xlpos_prep.cli import main as cli_main
+from xlpos_prep.metrics import evaluate_orders, monotone_order
+from xlpos_prep.reorderer import (
     FORMAT_NAME, ModelFileError, Reorderer, ReordererConfig, TrainOptions, train)
 
 NOUNS = [f"n{i}" for i in range(10)]

@@ -3,8 +3,8 @@ import random
 import pytest
 import sentencepiece as spm
 
-from preprocess.cli import main
-from preprocess.subword import piece_word_ids, xl_positions_for_line, xl_positions_for_pieces
+from xlpos_prep.cli import main
+from xlpos_prep.subword import piece_word_ids, xl_positions_for_line, xl_positions_for_pieces
 
 SYLLABLES = ["ka", "ri", "to", "mu", "ne", "so", "la", "pe", "zu", "xi"]
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from preprocess.cli import main as cli_main
-from preprocess.synthetic import (
+from xlpos_prep.cli import main as cli_main
+from xlpos_prep.synthetic import (
     TARGET_FUNCTION_WORDS, attach_unaligned, build_lexicon, generate_corpus, generate_split)
 
 
@@ -158,16 +158,16 @@ def test_cli_rejects_bad_sizes(tmp_path, capsys):
 def test_gold_order_matches_the_oracle_of_the_gold_alignment(tmp_path):
     """The gold order follows the oracle's conventions: tau 1 against oracle ranks of the gold alignment."""
     from importlib.util import find_spec
-    if find_spec("preprocess.oracle") is None or find_spec("preprocess.metrics") is None:
-        pytest.skip("preprocess.oracle / preprocess.metrics not in this tree yet")
+    if find_spec("xlpos_prep.oracle") is None or find_spec("xlpos_prep.metrics") is None:
+        pytest.skip("xlpos_prep.oracle / xlpos_prep.metrics not in this tree yet")
     if shutil.which("xlpos-prep") is None:
         pytest.skip("xlpos-prep is not installed (pip install -e .)")
     out = tmp_path / "synth"
     assert cli_main(["synth", "--out-dir", str(out), "--train", "1", "--valid", "1", "--test", "300"]) == 0
-    subprocess.run([sys.executable, "-m", "preprocess.cli", "oracle", "--src", str(out / "test.src"),
+    subprocess.run([sys.executable, "-m", "xlpos_prep.cli", "oracle", "--src", str(out / "test.src"),
                     "--align", str(out / "test.gold-align"), "--out", str(out / "test.oracle")], check=True)
     scores_json = out / "scores.json"
-    subprocess.run([sys.executable, "-m", "preprocess.cli", "evaluate", "--order", str(out / "test.gold-order"),
+    subprocess.run([sys.executable, "-m", "xlpos_prep.cli", "evaluate", "--order", str(out / "test.gold-order"),
                     "--oracle", str(out / "test.oracle"), "--json", str(scores_json)], check=True,
                    capture_output=True)
     scores = json.loads(scores_json.read_text())

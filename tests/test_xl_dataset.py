@@ -9,8 +9,8 @@ from fairseq import utils
 from fairseq.data import Dictionary, LanguagePairDataset
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
-from preprocess.cli import main as xlpos_prep
-from preprocess.io import InputError
+from xlpos_prep.cli import main as xlpos_prep
+from xlpos_prep.io import InputError
 from xlpos.data import LanguagePairWithXLPositionsDataset, model_positions, xl_positions_prefix
 from xlpos.data.binarize import binarize_xl_positions
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from preprocess.io import InputError, declare_files, read_lines, remove_stale_temporaries, writer_tag
+from xlpos_prep.io import InputError, declare_files, read_lines, remove_stale_temporaries, writer_tag
 from xlpos.data.xl_positions_dataset import source_tokens_prefix, xl_positions_prefix
 
 logger = logging.getLogger(__name__)

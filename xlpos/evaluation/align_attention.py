@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.path}: force-decoded {result.sentences} {args.gen_subset} sentences of {args.data} in "
           f"{seconds:.1f} s; encoder-decoder attention of decoder layer {result.layer} ({what})")
     if args.out_prefix:
-        from preprocess.io import atomic_output
+        from xlpos_prep.io import atomic_output
         Path(args.out_prefix).parent.mkdir(parents=True, exist_ok=True)
         for m in methods:
             with atomic_output(f"{args.out_prefix}.{m}.align") as f:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gold: {args.gold} ({sum(len(g.sure) for g in gold)} sure, {sum(len(g.possible) for g in gold)} "
               f"possible links)")
     if args.json:
-        from preprocess.io import atomic_output
+        from xlpos_prep.io import atomic_output
         record = {"checkpoint": args.path, "data": args.data, "subset": args.gen_subset, "layer": result.layer,
                   "head": "mean" if head is None else head, "methods": methods, "threshold": args.threshold,
                   "word_marker": args.word_marker, "gold": args.gold, "gold_options": gold_options(args),

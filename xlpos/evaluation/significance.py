@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({args.ar_trials} trials), sacreBLEU seed {args.seed}")
     print(format_table([c.to_dict() for c in comparisons]))
     if args.json:
-        from preprocess.io import atomic_output
+        from xlpos_prep.io import atomic_output
         with atomic_output(args.json) as f:
             json.dump({"reference": args.ref, "baseline": base_name, "seeds": labels, "tokenize": args.tokenize,
                        "comparisons": [c.to_dict() for c in comparisons]}, f, indent=2)

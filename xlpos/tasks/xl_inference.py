@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 
-from preprocess.subword import WORD_BOUNDARY, piece_word_ids, xl_positions_for_pieces
+from xlpos_prep.subword import WORD_BOUNDARY, piece_word_ids, xl_positions_for_pieces
 from xlpos.data.xl_positions_dataset import rerank
 
 if TYPE_CHECKING:  # numba and the BTG code are imported only when a reorderer is loaded
-    from preprocess.reorderer import Reorderer
+    from xlpos_prep.reorderer import Reorderer
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def resolve_model_path(path: str, search_dirs: Sequence[str], what: str) -> str:
 
 def read_reorderer_file(path: str) -> ModelFile:
     """Validate a reorderer model file (``Reorderer.load``) and return its bytes, without learner state."""
-    from preprocess.reorderer import Reorderer
+    from xlpos_prep.reorderer import Reorderer
 
     reorderer = Reorderer.load(path)  # one-line FileNotFoundError / ModelFileError naming the file
     if reorderer.state is None:
@@ -111,7 +111,7 @@ def read_spm_file(path: str) -> ModelFile:
 
 
 def load_reorderer(model: ModelFile) -> "Reorderer":
-    from preprocess.reorderer import Reorderer
+    from xlpos_prep.reorderer import Reorderer
 
     # Reorderer.load validates the format and version and reads only from a file.
     with tempfile.TemporaryDirectory() as tmp:
