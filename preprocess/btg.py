@@ -819,10 +819,33 @@ def derivation_loss(edges, n, ranks, loss_tables):
 
 
 @njit(cache=True)
-def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags):
+def _penalize_inversions(SP, inv_penalty):
+    """SP[l, d, I] -= inv_penalty[d] for every span: an I edge must beat the best S edge of its cell by the
+    penalty to be chosen, otherwise the span stays straight (the abstention of `inversion_penalties`)."""
+    for l in range(SP.shape[0]):
+        for d in range(1, SP.shape[1]):
+            SP[l, d, 1] -= inv_penalty[d]
+
+
+def inversion_penalties(max_span: int, margin: float, max_invert_span: int) -> np.ndarray:
+    """Per span length d = 0..max_span, what an I edge over d words must beat the straight alternative by.
+
+    `margin` (>= 0, in model-score units) for spans of up to `max_invert_span` words (0: any length) and no
+    inversion at all beyond (a penalty of 1e30: an I edge can never win, since an S edge of the same cell exists
+    and every score stays finite, which keeps the numpy path's argmax equal to the kernel's comparisons)."""
+    pen = np.full(max_span + 1, float(margin))
+    if max_invert_span > 0:
+        pen[max_invert_span + 1:] = 1e30
+    return pen
+
+
+@njit(cache=True)
+def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags, inv_penalty):
     """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
 
-    Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
+    `inv_penalty[d]` is subtracted from the score of every I edge over a span of d words (abstention, see
+    `inversion_penalties`; zeros: the plain model score). Returns (orders, order_offsets, edges, edge_offsets):
+    concatenated orders and (m, 4) edge arrays.
     """
     ns = offsets.shape[0] - 1
     order_offsets = np.zeros(ns + 1, dtype=np.int64)
@@ -842,6 +865,7 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
             edge_offsets[s + 1] = edge_offsets[s]
             continue
         tables = build_tables(tok, weights, mask, max_term, max_span, flags)
+        _penalize_inversions(tables[0], inv_penalty)
         order, edges, _, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
         # Element loops, not slice assignments: a slice assignment compiles numba's shape-mismatch error message
         # (string formatting, about 4 s of the 15 s CPU that the first call spent compiling).
@@ -1072,7 +1096,7 @@ def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_
 
 
 def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int, max_span: int,
-              flags: int) -> tuple[np.ndarray, np.ndarray]:
+              flags: int, inv_penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, edges) of cky(MODE_PREDICT) for one sentence of n >= 1 words, vectorized over the cells of a width.
 
     The kernel keeps the first candidate and replaces it only by a strictly higher score, scanning F, then
@@ -1080,6 +1104,7 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
     (scores are finite: the caller checks the weights)."""
     n = tok.shape[0] - 2
     SP, FT, BD, P1, P2, BAL, JB = _np_build_tables(tok, weights, mask, max_term, max_span, flags)
+    SP[:, 1:, 1] -= inv_penalty[1:SP.shape[1]]  # _penalize_inversions, the same subtraction per entry
     junctions = JB.shape[1] > 1
     L = min(n, max_span)
     T = min(max_term, L)
@@ -1166,7 +1191,8 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
 
 
 def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
-                    max_span: int, flags: int, stop) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+                    max_span: int, flags: int, inv_penalty: np.ndarray,
+                    stop) -> tuple[list[np.ndarray], list[np.ndarray], int]:
     """Parse sentences in order until `stop()` is true: (orders, edges) of the sentences done and their count."""
     orders, edges = [], []
     s = 0
@@ -1174,7 +1200,7 @@ def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarr
         while s < offsets.shape[0] - 1 and not stop():
             tok = np.ascontiguousarray(tok_flat[offsets[s]:offsets[s + 1]])
             if tok.shape[0] > 2:
-                o, e = _np_parse(tok, weights, mask, max_term, max_span, flags)
+                o, e = _np_parse(tok, weights, mask, max_term, max_span, flags, inv_penalty)
             else:
                 o, e = np.empty(0, dtype=np.int64), np.empty((0, 4), dtype=np.int64)
             orders.append(o)
@@ -1237,16 +1263,23 @@ def wait_for_compile() -> None:
 
 
 def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
-                max_span: int, flags: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                max_span: int, flags: int,
+                inv_penalty: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
 
+    `inv_penalty`: float64, one entry per span length 0..max_span (see `inversion_penalties`); None: zeros.
     Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
     With compiled code (this process compiled it, or numba's cache had it) this is _parse_batch_jit. Otherwise
     the compile starts in a background thread and sentences are parsed by the numpy path until it is done,
     the rest by the compiled kernel: same output, first sentence in well under a second instead of after the
     compile (see "Cold start" above). XLPOS_BTG_COLD_START=wait compiles first instead, as before.
     """
-    args = (tok_flat, offsets, weights, mask, max_term, max_span, flags)
+    if inv_penalty is None:
+        inv_penalty = np.zeros(max_span + 1)
+    if inv_penalty.shape != (max_span + 1,) or inv_penalty.dtype != np.float64:
+        raise ValueError(f"inv_penalty must be float64 of shape ({max_span + 1},), got {inv_penalty.dtype} "
+                         f"{inv_penalty.shape}")
+    args = (tok_flat, offsets, weights, mask, max_term, max_span, flags, inv_penalty)
     # Once any version is compiled, straight to the kernel: numba.typeof of the arguments costs more than
     # parsing a short sentence, and a further signature (unusual argument types) just compiles there, as before.
     if _parse_batch_jit.overloads or os.environ.get(COLD_START_ENV, "interpreted") == "wait":
@@ -1258,16 +1291,16 @@ def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, 
         compile_ = _compiles.get(signature)
         if compile_ is None:
             compile_ = _compiles[signature] = _Compile(signature)
-    if compile_.done.is_set() or not np.isfinite(weights).all():
+    if compile_.done.is_set() or not np.isfinite(weights).all() or not np.isfinite(inv_penalty).all():
         # the numpy path's argmax matches the kernel's strict comparisons only for finite scores
         return _parse_batch_jit(*args)
     orders, edges, done = _np_parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags,
-                                          compile_.done.is_set)
+                                          inv_penalty, compile_.done.is_set)
     ns = offsets.shape[0] - 1
     if done < ns:
         rest = np.ascontiguousarray(offsets[done:] - offsets[done])
         r_orders, r_order_offsets, r_edges, r_edge_offsets = _parse_batch_jit(
-            tok_flat[offsets[done]:], rest, weights, mask, max_term, max_span, flags)
+            tok_flat[offsets[done]:], rest, weights, mask, max_term, max_span, flags, inv_penalty)
         for s in range(ns - done):
             orders.append(r_orders[r_order_offsets[s]:r_order_offsets[s + 1]])
             edges.append(r_edges[r_edge_offsets[s]:r_edge_offsets[s + 1]])

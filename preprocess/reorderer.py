@@ -31,13 +31,13 @@ import resource
 import sys
 import time
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
-from . import btg
+from . import btg, wordclass
 from .io import (SEED, WORKERS, InputError, Shard, atomic_output, declare_files, float_option, int_option,
                  pool_worker_setup, read_tokens, shard_option)
 
@@ -51,6 +51,8 @@ FEATURE_GROUPS = {"span": btg.FEAT_SPAN, "children": btg.FEAT_CHILDREN, "termina
 LOSSES = ("tau", "chunk", "tau+chunk")
 UPDATES = {"perceptron": btg.UPDATE_PERCEPTRON, "pa": btg.UPDATE_PA}
 LOSS_NORMS = ("none", "sentence")
+AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
+INVERT_SPAN_FACTOR = 2
 BATCH = 256  # sentences per numba call: amortizes dispatch, keeps progress bars moving
 
 
@@ -68,6 +70,12 @@ class ReordererConfig:
     features: tuple[str, ...] = ("span", "children", "terminal", "outside-child", "wide")
     views: tuple[str, ...] = ("word",)  # word representations: "word", "suffixN", "prefixN" (N = 1..9)
     hash_key: str = "xlpos-btg-1"  # key of the word hash (vocabulary-free: any word gets an id)
+    # Abstention at inference (btg.inversion_penalties): an I edge must beat the straight alternative by
+    # invert_margin, and spans longer than max_invert_span words (0: no limit) stay straight. Not features: a
+    # model can be reordered with other values (`reorder --invert-margin/--max-invert-span`). Models written
+    # before these fields existed load with 0 / 0, i.e. exactly as they reordered before.
+    invert_margin: float = 0.0
+    max_invert_span: int = 0
 
     def __post_init__(self) -> None:
         if not 8 <= self.hash_bits <= 28:
@@ -83,6 +91,10 @@ class ReordererConfig:
             raise ValueError(f"need 1..{btg.MAX_VIEWS} views, got {list(self.views)}")
         for v in self.views:
             _view_function(v)  # validates
+        if not (self.invert_margin >= 0 and np.isfinite(self.invert_margin)):
+            raise ValueError(f"invert_margin must be finite and >= 0, got {self.invert_margin}")
+        if self.max_invert_span < 0:
+            raise ValueError(f"max_invert_span must be >= 0 (0: no limit), got {self.max_invert_span}")
 
     @property
     def feature_flags(self) -> int:
@@ -95,6 +107,10 @@ class ReordererConfig:
     def mask(self) -> np.uint64:
         return np.uint64((1 << self.hash_bits) - 1)
 
+    @property
+    def inv_penalty(self) -> np.ndarray:
+        return btg.inversion_penalties(self.max_span, self.invert_margin, self.max_invert_span)
+
 
 @dataclass(frozen=True)
 class TrainOptions:
@@ -106,6 +122,8 @@ class TrainOptions:
     chunk_weight: float = 12.0  # weight of one break relative to one discordant pair in tau+chunk
     max_len: int = 100  # training skips longer sentences
     seed: int = 1
+    # the model's max_invert_span: AUTO_INVERT_SPAN = twice the longest training sentence used, else that value
+    max_invert_span: int = -1
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -118,19 +136,32 @@ class TrainOptions:
             raise ValueError(f"--iterations must be >= 1, got {self.iterations}")
         if self.max_len < 2:
             raise ValueError(f"--max-len must be >= 2, got {self.max_len}")
+        if self.max_invert_span < AUTO_INVERT_SPAN:
+            raise ValueError(f"--max-invert-span must be >= 0 or auto, got {self.max_invert_span}")
 
 
 # -------------------------------------------------------------------------------------------------------------
 # Words -> ids
 
 
-def _view_function(view: str):
+def class_view_size(view: str) -> int | None:
+    """K of a `classK` view (word classes learned from the training source, xlpos_prep.wordclass), else None."""
+    if view.startswith("class") and view[5:].isdigit() and 2 <= int(view[5:]) <= 4096:
+        return int(view[5:])
+    return None
+
+
+def _view_function(view: str, classes: dict[str, int] | None = None):
     if view == "word":
         return lambda w: w
     for prefix, fn in (("suffix", lambda n: (lambda w: w[-n:])), ("prefix", lambda n: (lambda w: w[:n]))):
         if view.startswith(prefix) and view[len(prefix):].isdigit() and 1 <= int(view[len(prefix):]) <= 9:
             return fn(int(view[len(prefix):]))
-    raise ValueError(f"unknown word view {view!r}: use word, suffixN or prefixN (N = 1..9)")
+    if class_view_size(view) is not None:
+        if classes is None:
+            return None  # validation only: the encoder is given the model's classes
+        return lambda w: str(classes.get(w, wordclass.UNKNOWN))
+    raise ValueError(f"unknown word view {view!r}: use word, suffixN, prefixN (N = 1..9) or classK (K = 2..4096)")
 
 
 class WordEncoder:
@@ -139,9 +170,11 @@ class WordEncoder:
     _BOS = "\x00<s>"
     _EOS = "\x00</s>"
 
-    def __init__(self, views: Sequence[str], hash_key: str):
+    def __init__(self, views: Sequence[str], hash_key: str, classes: dict[str, int] | None = None):
         self.views = tuple(views)
-        self._fns = [_view_function(v) for v in self.views]
+        if classes is None and any(class_view_size(v) for v in self.views):
+            raise ValueError(f"views {list(self.views)} need word classes")
+        self._fns = [_view_function(v, classes) for v in self.views]
         self._key = hashlib.blake2b(hash_key.encode("utf-8"), digest_size=32).digest()
         self._cache: dict[str, np.ndarray] = {}
         self._bos = self._ids_of_marker(self._BOS)
@@ -191,7 +224,7 @@ class Reorderer:
 
     def __init__(self, config: ReordererConfig, weights: np.ndarray, training: dict | None = None,
                  state: tuple[np.ndarray, np.ndarray] | None = None, complete: bool = True,
-                 origin: str = "the model"):
+                 origin: str = "the model", classes: dict[str, int] | None = None):
         expected = (1 << config.hash_bits) * btg.N_COLUMNS
         if weights.shape != (expected,):
             raise ValueError(f"weights must have shape ({expected},), got {weights.shape}")
@@ -203,7 +236,19 @@ class Reorderer:
         self.state = state  # (raw weights, averaging sums) float64 when saved --resumable
         self.complete = complete  # False: a snapshot of training that has not finished
         self.origin = origin  # the file it was loaded from, for messages
-        self.encoder = WordEncoder(config.views, config.hash_key)
+        self.classes = classes  # word -> class of a classK view (learned at training, stored in the file)
+        self.encoder = WordEncoder(config.views, config.hash_key, classes)
+        self._inv_penalty = config.inv_penalty
+
+    def with_abstention(self, invert_margin: float | None = None,
+                        max_invert_span: int | None = None) -> "Reorderer":
+        """The same weights reordering with other abstention settings (None: keep the model's)."""
+        changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span))
+                   if v is not None}
+        if not changes:
+            return self
+        return Reorderer(replace(self.config, **changes), self.weights, self.training, self.state, self.complete,
+                         self.origin, self.classes)
 
     # --- inference -------------------------------------------------------------------------------------------
 
@@ -213,7 +258,7 @@ class Reorderer:
         tok, offsets = self.encoder.encode_batch(sentences)
         c = self.config
         orders, order_offsets, edges, edge_offsets = btg.parse_batch(
-            tok, offsets, self.weights, c.mask, c.max_term, c.max_span, c.feature_flags)
+            tok, offsets, self.weights, c.mask, c.max_term, c.max_span, c.feature_flags, self._inv_penalty)
         return [btg.ParseResult(orders[order_offsets[s]:order_offsets[s + 1]],
                                 edges[edge_offsets[s]:edge_offsets[s + 1]]) for s in range(len(sentences))]
 
@@ -248,6 +293,8 @@ class Reorderer:
             w, u = self.state
             snz = np.flatnonzero((w != 0) | (u != 0)).astype(np.uint32)
             arrays.update(state_index=snz, state_weight=w[snz], state_sum=u[snz])
+        if self.classes is not None:
+            arrays["class_words"], arrays["class_ids"] = wordclass.classes_to_arrays(self.classes)
         with atomic_output(path, "wb") as f:
             np.savez(f, **arrays)
 
@@ -290,6 +337,11 @@ class Reorderer:
                 w[idx] = arrays["state_weight"]
                 u[idx] = arrays["state_sum"]
                 state = (w, u)
+            classes = None
+            if "class_words" in arrays:
+                classes = wordclass.classes_from_arrays(arrays["class_words"], arrays["class_ids"])
+            if classes is None and any(class_view_size(v) for v in config.views):
+                raise KeyError("class_words")
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ModelFileError(f"{path}: corrupt xlpos reorderer model ({type(e).__name__}: {e})") from None
         training = header.get("training", {})
@@ -300,7 +352,7 @@ class Reorderer:
                 f"{path}: an incomplete reorderer (a snapshot of training stopped after "
                 f"{training.get('iterations_done', '?')} of {options.get('iterations', '?')} iterations); finish "
                 f"it with `xlpos-prep train-reorderer ... --resume`")
-        return cls(config, weights, training, state, complete=complete, origin=path)
+        return cls(config, weights, training, state, complete=complete, origin=path, classes=classes)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -382,7 +434,24 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
                     options.max_len)
     if not keep:
         raise ValueError("no training sentence of 2..max-len words")
-    encoder = WordEncoder(config.views, config.hash_key)
+    classes = None
+    if resume is not None:
+        classes = resume.classes
+    else:
+        sizes = [k for k in (class_view_size(v) for v in config.views) if k]
+        if len(set(sizes)) > 1:
+            raise ValueError(f"at most one number of word classes, got views {list(config.views)}")
+        if sizes:
+            t0 = time.perf_counter()
+            classes = wordclass.learn_classes([sentences[s] for s in keep], sizes[0], seed=options.seed)
+            logger.info("learned %d word classes for %d words in %.1fs", sizes[0], len(classes),
+                        time.perf_counter() - t0)
+    longest = max(len(sentences[s]) for s in keep)
+    config = replace(config, max_invert_span=(INVERT_SPAN_FACTOR * longest if options.max_invert_span ==
+                                              AUTO_INVERT_SPAN else options.max_invert_span))
+    logger.info("inverted spans of up to %s words when reordering (the longest training sentence has %d)",
+                config.max_invert_span or "any number of", longest)
+    encoder = WordEncoder(config.views, config.hash_key, classes)
     train_sents = [sentences[s] for s in keep]
     train_ranks = [ranks[s] for s in keep]
     tok, offsets = encoder.encode_batch(train_sents)
@@ -442,7 +511,7 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
                                  time.perf_counter() - t0)
         training = {"options": asdict(options), "iterations_done": iteration + 1, "counter": counter[0],
                     "train_sentences": len(train_sents), "skipped_too_long": too_long}
-        candidate = Reorderer(config, averaged, training)
+        candidate = Reorderer(config, averaged, training, classes=classes)
         if dev is not None:
             report.dev = evaluate(candidate, dev)
             sel = _selection_score(report.dev)
@@ -452,9 +521,9 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
         training["history"] = history
         if best is not None:
             training.update(best_iteration=best[1], best_selection=best[0])
-            model = Reorderer(config, best[2], training, (weights, sums))
+            model = Reorderer(config, best[2], training, (weights, sums), classes=classes)
         else:
-            model = Reorderer(config, averaged, training, (weights, sums))
+            model = Reorderer(config, averaged, training, (weights, sums), classes=classes)
         logger.info("iteration %d: %d updates, loss %.3f (oracle %.3f), %.1fs%s", iteration + 1, updates,
                     report.train_loss, report.oracle_loss, report.seconds,
                     "" if report.dev is None else
@@ -497,14 +566,23 @@ def _load_for_resume(model_path: str) -> Reorderer:
     return model
 
 
+def _invert_span_option(text: str) -> int:
+    """argparse type of train-reorderer --max-invert-span: auto or a count (checked by TrainOptions)."""
+    return AUTO_INVERT_SPAN if text == "auto" else int_option(0, 100_000)(text)
+
+
+_invert_span_option.__name__ = "auto or integer"
+
+
 def run_train_reorderer(args: argparse.Namespace) -> int:
     if (args.dev_src is None) != (args.dev_oracle is None):
         raise ValueError("--dev-src and --dev-oracle go together")
     config = ReordererConfig(hash_bits=args.hash_bits, max_term=args.max_term, max_span=args.max_span,
-                             features=tuple(args.features.split(",")), views=tuple(args.views.split(",")))
+                             features=tuple(args.features.split(",")), views=tuple(args.views.split(",")),
+                             invert_margin=args.invert_margin)
     options = TrainOptions(iterations=args.iterations, loss=args.loss, update=args.update, pa_c=args.pa_c,
                            loss_norm=args.loss_norm, chunk_weight=args.chunk_weight, max_len=args.max_len,
-                           seed=args.seed)
+                           seed=args.seed, max_invert_span=args.max_invert_span)
     resume = None
     snapshot = snapshot_path(args.model)
     if args.resume:
@@ -524,13 +602,14 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
     def save_snapshot(model: Reorderer, report: IterationReport) -> None:
         # After every iteration, under another name and marked incomplete, with the learner state: an
         # interrupted run can be resumed, and the model path never holds a partly trained model.
-        Reorderer(model.config, model.weights, model.training, model.state, complete=False).save(snapshot)
+        Reorderer(model.config, model.weights, model.training, model.state, complete=False,
+                  classes=model.classes).save(snapshot)
 
     model = train(sentences, ranks, config, options, dev, resume, on_iteration=save_snapshot)
     # The learner state stays in the final model when asked for, or when extending a finished --resumable model;
     # a run resumed from its snapshot ends as the uninterrupted run would.
     keep_state = args.resumable or (resume is not None and resume.complete)
-    final = model if keep_state else Reorderer(model.config, model.weights, model.training)
+    final = model if keep_state else Reorderer(model.config, model.weights, model.training, classes=model.classes)
     final.save(args.model)
     if os.path.exists(snapshot):
         os.unlink(snapshot)
@@ -584,7 +663,15 @@ Kendall tau + fuzzy reordering score."""
                         help=f"feature groups, comma-separated (default {','.join(d.features)})")
     parser.add_argument("--views", default=",".join(d.views),
                         help="word views, comma-separated: word, suffixN, prefixN (default word)")
-    parser.add_argument("--seed", type=SEED, default=o.seed, help=f"shuffling seed (default {o.seed})")
+    parser.add_argument("--seed", type=SEED, default=o.seed,
+                        help=f"shuffling and word-class seed (default {o.seed})")
+    parser.add_argument("--max-invert-span", type=_invert_span_option, default="auto",
+                        help=f"when reordering, spans longer than this stay straight (abstention where training "
+                             f"had no evidence); auto: {INVERT_SPAN_FACTOR} x the longest training sentence; "
+                             f"0: no limit (default auto)")
+    parser.add_argument("--invert-margin", type=float_option(0, 1e6), default=d.invert_margin,
+                        help=f"when reordering, an inversion must beat the straight order by this model score "
+                             f"(default {d.invert_margin})")
     parser.add_argument("--resumable", action="store_true",
                         help="also store the learner state in the model, so --resume can continue training")
     parser.add_argument("--resume", action="store_true",
@@ -601,10 +688,10 @@ Kendall tau + fuzzy reordering score."""
 _worker_model: Reorderer | None = None
 
 
-def _init_reorder_worker(model_path: str) -> None:
+def _init_reorder_worker(model_path: str, abstention: tuple[float | None, int | None]) -> None:
     global _worker_model
     pool_worker_setup()
-    _worker_model = Reorderer.load(model_path)
+    _worker_model = Reorderer.load(model_path).with_abstention(*abstention)
 
 
 def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | None]]:
@@ -616,10 +703,13 @@ def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | N
 
 
 def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1, with_trees: bool = False,
-                  progress: bool = True, model: Reorderer | None = None) -> Iterable[tuple[str, str | None]]:
+                  progress: bool = True, model: Reorderer | None = None,
+                  abstention: tuple[float | None, int | None] = (None, None)) -> Iterable[tuple[str, str | None]]:
     """(order line, tree line or None) per sentence, in input order, with `workers` processes.
 
-    Worker processes load `model_path`; with workers == 1 an already loaded `model` is used when given."""
+    Worker processes load `model_path` and apply `abstention` (Reorderer.with_abstention: invert margin, longest
+    inverted span; None keeps the model's); with workers == 1 an already loaded `model` is used as it is when
+    given."""
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     jobs = ((sentences[i:i + BATCH], with_trees) for i in range(0, len(sentences), BATCH))
@@ -628,13 +718,13 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
     try:
         if workers == 1:
             global _worker_model
-            _worker_model = model if model is not None else Reorderer.load(model_path)
+            _worker_model = model if model is not None else Reorderer.load(model_path).with_abstention(*abstention)
             for job in jobs:
                 chunk = _reorder_chunk(job)
                 yield from chunk
                 bar.update(len(chunk))
         else:
-            with multiprocessing.get_context("fork").Pool(workers, _init_reorder_worker, (model_path,)) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, _init_reorder_worker, (model_path, abstention)) as pool:
                 for chunk in pool.imap(_reorder_chunk, jobs):
                     yield from chunk
                     bar.update(len(chunk))
@@ -644,6 +734,8 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
 
 def run_reorder(args: argparse.Namespace) -> int:
     model = Reorderer.load(args.model)  # fail early, with the model file named, before reading the corpus
+    abstention = (args.invert_margin, args.max_invert_span)
+    model = model.with_abstention(*abstention)
     sentences = read_tokens(args.src, allow_empty=True)
     start, end = Shard.parse(args.shard).bounds(len(sentences))
     t0 = time.perf_counter()
@@ -651,11 +743,12 @@ def run_reorder(args: argparse.Namespace) -> int:
         if args.trees:
             with atomic_output(args.trees) as trees:
                 for order, tree in reorder_lines(args.model, sentences[start:end], args.workers, True,
-                                                 model=model):
+                                                 model=model, abstention=abstention):
                     out.write(order + "\n")
                     trees.write(tree + "\n")
         else:
-            for order, _ in reorder_lines(args.model, sentences[start:end], args.workers, False, model=model):
+            for order, _ in reorder_lines(args.model, sentences[start:end], args.workers, False, model=model,
+                                             abstention=abstention):
                 out.write(order + "\n")
     seconds = time.perf_counter() - t0
     logger.info("reordered %d sentences (lines %d-%d) in %.1fs (%.0f sentences/s); wrote %s", end - start,
@@ -680,5 +773,9 @@ format). Tree file: per line the BTG derivation, (S A B) straight, (I A B) inver
     parser.add_argument("--workers", type=WORKERS, default=1, help="processes (default 1)")
     parser.add_argument("--shard", type=shard_option, default="0/1",
                         help="process only contiguous shard I of N lines, e.g. 0/4")
+    parser.add_argument("--invert-margin", type=float_option(0, 1e6),
+                        help="override the model's: an inversion must beat the straight order by this score")
+    parser.add_argument("--max-invert-span", type=int_option(0, 100_000),
+                        help="override the model's: spans longer than this stay straight (0: no limit)")
     parser.set_defaults(run=run_reorder)
     declare_files(parser, inputs=("model", "src"), outputs=("out", "trees"))

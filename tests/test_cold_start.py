@@ -57,7 +57,12 @@ def test_numpy_path_gives_the_kernels_derivations(trial: int):
         weights = rng.integers(-2, 3, size=(1 << HASH_BITS) * 3).astype(np.float64)
     else:
         weights = rng.normal(size=(1 << HASH_BITS) * 3)
-    args = (tok, offsets, weights, MASK, 1 + trial % 5, 2 + (trial * 7) % 23, FLAG_SETS[trial % len(FLAG_SETS)])
+    max_span = 2 + (trial * 7) % 23
+    # abstention: none, a margin, a margin with a longest inverted span (1e30 beyond it)
+    penalty = btg.inversion_penalties(max_span, [0.0, 0.7, 1.5][trial % 3], [0, 0, 3][trial % 3])
+    if trial % 2 and trial % 3:
+        penalty = np.round(penalty)  # integral margins tie with integral weights: tie-breaking under penalties
+    args = (tok, offsets, weights, MASK, 1 + trial % 5, max_span, FLAG_SETS[trial % len(FLAG_SETS)], penalty)
     expected = split(btg._parse_batch_jit(*args))
     with np.errstate(over="ignore"):
         orders, edges, done = btg._np_parse_batch(*args, lambda: False)
@@ -105,7 +110,7 @@ def test_handing_over_to_the_kernel_mid_batch_gives_the_same_batch(monkeypatch: 
     rng = np.random.default_rng(after)
     tok, offsets = batch(rng, [7, 0, 30, 1, 12], views=1, vocab=20)
     weights = rng.normal(size=(1 << HASH_BITS) * 3)
-    args = (tok, offsets, weights, MASK, 3, 10, ALL_FLAGS)
+    args = (tok, offsets, weights, MASK, 3, 10, ALL_FLAGS, btg.inversion_penalties(10, 0.5, 6))
     real = btg._parse_batch_jit(*args)
     fake = _cold(monkeypatch, args, after)
     got = btg.parse_batch(*args)
@@ -119,7 +124,7 @@ def test_wait_mode_and_non_finite_weights_use_the_kernel(monkeypatch: pytest.Mon
     rng = np.random.default_rng(0)
     tok, offsets = batch(rng, [5, 6], views=1, vocab=20)
     weights = rng.normal(size=(1 << HASH_BITS) * 3)
-    args = (tok, offsets, weights, MASK, 3, 10, ALL_FLAGS)
+    args = (tok, offsets, weights, MASK, 3, 10, ALL_FLAGS, np.zeros(11))
     fake = _cold(monkeypatch, args, after=100)
     monkeypatch.setenv(btg.COLD_START_ENV, "wait")
     btg.parse_batch(*args)
@@ -128,6 +133,9 @@ def test_wait_mode_and_non_finite_weights_use_the_kernel(monkeypatch: pytest.Mon
     weights[3] = np.inf  # argmax and the kernel's strict comparisons could differ: no numpy path
     btg.parse_batch(tok, offsets, weights, MASK, 3, 10, ALL_FLAGS)
     assert fake.calls == 2
+    weights[3] = 0.0
+    btg.parse_batch(tok, offsets, weights, MASK, 3, 10, ALL_FLAGS, np.full(11, np.inf))  # so are penalties
+    assert fake.calls == 3
 
 
 def _run(code: str, env: dict, cwd: Path = REPO) -> str:
@@ -146,7 +154,7 @@ n = 25
 tok = rng.integers(0, 30, size=(n + 2, 1)).astype(np.uint64)
 offsets = np.array([0, n + 2], dtype=np.int64)
 weights = rng.normal(size=(1 << 10) * 3)
-args = (tok, offsets, weights, np.uint64(1023), 3, 12, 63)
+args = (tok, offsets, weights, np.uint64(1023), 3, 12, 63, btg.inversion_penalties(12, 0.0, 0))
 signature = tuple(btg.typeof(a) for a in args)
 if sys.argv[1] == "probe":
     print(btg._in_disk_cache(signature))

@@ -1,0 +1,155 @@
+"""Issue 15: abstention (inversion margin, longest inverted span), stress sets, word classes."""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from xlpos_prep import btg, stress, wordclass
+from xlpos_prep.metrics import evaluate_orders, monotone_order
+from xlpos_prep.reorderer import Reorderer, ReordererConfig, TrainOptions, train
+
+HASH_BITS = 8
+MASK = np.uint64((1 << HASH_BITS) - 1)
+
+
+def inverting_weights(bonus: float) -> np.ndarray:
+    """Every I edge scores `bonus` (the bias feature's I column), everything else 0: the model reverses."""
+    weights = np.zeros((1 << HASH_BITS) * btg.N_COLUMNS)
+    row = int(btg._f1(btg.T_BIAS, np.uint64(0)) & MASK)
+    weights[row * btg.N_COLUMNS + btg.EDGE_I] = bonus
+    return weights
+
+
+def parse(n: int, weights: np.ndarray, penalty: np.ndarray | None, max_span: int = 20):
+    tok = np.arange(n + 2, dtype=np.uint64).reshape(-1, 1)
+    orders, _, edges, _ = btg.parse_batch(tok, np.array([0, n + 2]), weights, MASK, 1, max_span, btg.FEAT_SPAN,
+                                          penalty)
+    return orders.tolist(), edges
+
+
+@pytest.mark.parametrize("margin, inverted", [(0.0, True), (0.9, True), (1.1, False), (5.0, False)])
+def test_abstention_keeps_a_span_straight_when_the_margin_is_below_the_threshold(margin, inverted):
+    # two words: I scores 1.0, S 0.0; the inversion survives only a penalty below its margin of 1.0
+    order, _ = parse(2, inverting_weights(1.0), btg.inversion_penalties(20, margin, 0))
+    assert order == ([1, 0] if inverted else [0, 1])
+
+
+def test_no_inversion_longer_than_max_invert_span():
+    weights = inverting_weights(1.0)
+    order, edges = parse(8, weights, None)
+    assert order == list(range(7, -1, -1))  # unrestricted: the full reversal
+    order, edges = parse(8, weights, btg.inversion_penalties(20, 0.0, 3))
+    inverted = [(l, r) for t, l, k, r in edges.tolist() if t == btg.EDGE_I]
+    assert inverted and max(r - l for l, r in inverted) <= 3
+    assert order != list(range(7, -1, -1))
+    order, _ = parse(8, weights, btg.inversion_penalties(20, 0.0, 1))
+    assert order == list(range(8))  # no span of two or more words may invert: monotone
+
+
+def test_zero_penalty_is_the_plain_model():
+    rng = np.random.default_rng(3)
+    weights = rng.normal(size=(1 << HASH_BITS) * btg.N_COLUMNS)
+    for n in (2, 5, 13, 30):
+        assert parse(n, weights, None, 12)[0] == parse(n, weights, np.zeros(13), 12)[0]
+
+
+def test_penalties_shape_is_checked():
+    with pytest.raises(ValueError, match="inv_penalty"):
+        parse(3, inverting_weights(1.0), np.zeros(5))
+
+
+def test_concatenation_oracle_is_the_concatenation_in_order():
+    sentences = [["a", "b"], ["c"], ["d", "e", "f"], ["g", "h"], ["i"]]
+    ranks = [[1, 0], [0], [2, 0, 1], [0, 0], [0]]
+    joined, joined_ranks = stress.concatenate(sentences, ranks, groups=(2, 3))
+    assert joined == [["a", "b", "c"], ["d", "e", "f", "g", "h", "i"]]
+    assert joined_ranks == [[1, 0, 2], [2, 0, 1, 3, 3, 4]]
+    # the parts' own oracle orders, concatenated, are a perfect order of the joined sentence
+    perfect = [[1, 0, 2], [1, 2, 0, 3, 4, 5]]
+    scores = evaluate_orders(perfect, joined_ranks)
+    assert scores.corpus_tau == 1.0 and scores.corpus_frs == 1.0
+    # and every pair across parts is in source order: monotone loses only pairs inside parts
+    mono = evaluate_orders([monotone_order(3), monotone_order(6)], joined_ranks)
+    assert mono.corpus_tau == 1 - 3 / (3 + 14)  # (a,b), (d,e), (d,f) of the 17 pairs with different ranks
+
+
+def test_concatenation_cycles_group_sizes_and_keeps_every_sentence():
+    sentences = [[f"w{i}"] * (1 + i % 3) for i in range(20)]
+    ranks = [list(range(len(s))) for s in sentences]
+    joined, joined_ranks = stress.concatenate(sentences, ranks)
+    assert sum(len(s) for s in joined) == sum(len(s) for s in sentences)
+    groups = stress.CONCAT_GROUPS
+    assert len(joined) == next(g for g in range(1, 20) if sum(groups[i % len(groups)] for i in range(g)) >= 20)
+    assert all(sorted(set(r)) == list(range(max(r) + 1)) for r in joined_ranks)  # dense
+
+
+def test_length_split():
+    sentences = [["x"] * n for n in (3, 9, 5, 5, 12)]
+    assert stress.median_length(sentences) == 5
+    assert stress.length_split(sentences, 5) == ([0, 2, 3], [1, 4])
+
+
+def corpus(count: int, seed: int) -> list[list[str]]:
+    rng = np.random.default_rng(seed)
+    dets, nouns, verbs = ["the", "a", "my"], [f"n{i}" for i in range(12)], [f"v{i}" for i in range(8)]
+    return [[str(rng.choice(dets)), str(rng.choice(nouns)), str(rng.choice(verbs)), str(rng.choice(dets)),
+             str(rng.choice(nouns))] for _ in range(count)]
+
+
+def test_word_classes_are_deterministic_for_a_seed_and_group_words_by_context():
+    sentences = corpus(400, 0)
+    a = wordclass.learn_classes(sentences, 3, seed=7)
+    assert a == wordclass.learn_classes(sentences, 3, seed=7)
+    assert set(a) == {w for s in sentences for w in s}
+    # determiners, nouns and verbs occur in disjoint contexts: three classes, one per part of speech
+    by_class = {}
+    for w, c in a.items():
+        by_class.setdefault(c, set()).add(w[0] if w[0] in "nv" else "d")
+    assert sorted(map(sorted, by_class.values())) == [["d"], ["n"], ["v"]]
+
+
+def test_class_view_model_round_trips_with_its_classes(tmp_path):
+    sentences = corpus(200, 1)
+    ranks = [[0, 1, 4, 2, 3] for _ in sentences]  # verb-final
+    model = train(sentences, ranks, ReordererConfig(hash_bits=12, views=("word", "class4")),
+                  TrainOptions(iterations=2), progress=False)
+    assert model.classes is not None and set(model.classes.values()) <= set(range(4))
+    path = str(tmp_path / "m.npz")
+    model.save(path)
+    loaded = Reorderer.load(path)
+    assert loaded.classes == model.classes
+    assert loaded.reorder_batch(sentences[:20]) == model.reorder_batch(sentences[:20])
+    assert loaded.reorder(["the", "n1", "v2", "a", "n3"]) == [0, 1, 3, 4, 2]
+
+
+def test_training_sets_the_longest_inverted_span_from_the_data():
+    sentences = corpus(50, 2)
+    ranks = [[0, 1, 4, 2, 3] for _ in sentences]
+    model = train(sentences, ranks, ReordererConfig(hash_bits=10), TrainOptions(iterations=1), progress=False)
+    assert model.config.max_invert_span == 2 * 5
+    model = train(sentences, ranks, ReordererConfig(hash_bits=10), TrainOptions(iterations=1, max_invert_span=0),
+                  progress=False)
+    assert model.config.max_invert_span == 0
+
+
+def test_models_written_before_abstention_load_without_it(tmp_path):
+    model = Reorderer(ReordererConfig(hash_bits=8, max_invert_span=7, invert_margin=0.5),
+                      inverting_weights(1.0))
+    path = tmp_path / "new.npz"
+    model.save(str(path))
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    header = json.loads(str(arrays["header"]))
+    del header["config"]["max_invert_span"], header["config"]["invert_margin"]
+    arrays["header"] = np.array(json.dumps(header))
+    old = tmp_path / "old.npz"
+    np.savez(old, **arrays)
+    assert zipfile.is_zipfile(old)
+    loaded = Reorderer.load(str(old))
+    assert (loaded.config.max_invert_span, loaded.config.invert_margin) == (0, 0.0)
+    words = [f"w{i}" for i in range(9)]
+    assert loaded.reorder(words) == list(range(8, -1, -1))  # the plain model: full reversal
+    assert Reorderer.load(str(path)).reorder(words) != list(range(8, -1, -1))
