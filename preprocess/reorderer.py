@@ -236,7 +236,13 @@ class Reorderer:
         self.state = state  # (raw weights, averaging sums) float64 when saved --resumable
         self.complete = complete  # False: a snapshot of training that has not finished
         self.origin = origin  # the file it was loaded from, for messages
-        self.classes = classes  # word -> class of a classK view (learned at training, stored in the file)
+        # word -> class of a classK view, learned by training and kept in training["word_classes"] (the header), so
+        # that a Reorderer(config, weights, training) made from a loaded model's parts keeps them
+        if classes is None and "word_classes" in self.training:
+            classes = {str(w): int(c) for w, c in self.training["word_classes"].items()}
+        elif classes is not None:
+            self.training["word_classes"] = dict(classes)
+        self.classes = classes
         self.encoder = WordEncoder(config.views, config.hash_key, classes)
         self._inv_penalty = config.inv_penalty
 
@@ -293,8 +299,6 @@ class Reorderer:
             w, u = self.state
             snz = np.flatnonzero((w != 0) | (u != 0)).astype(np.uint32)
             arrays.update(state_index=snz, state_weight=w[snz], state_sum=u[snz])
-        if self.classes is not None:
-            arrays["class_words"], arrays["class_ids"] = wordclass.classes_to_arrays(self.classes)
         with atomic_output(path, "wb") as f:
             np.savez(f, **arrays)
 
@@ -337,14 +341,12 @@ class Reorderer:
                 w[idx] = arrays["state_weight"]
                 u[idx] = arrays["state_sum"]
                 state = (w, u)
-            classes = None
-            if "class_words" in arrays:
-                classes = wordclass.classes_from_arrays(arrays["class_words"], arrays["class_ids"])
-            if classes is None and any(class_view_size(v) for v in config.views):
-                raise KeyError("class_words")
+            training = header.get("training", {})
+            if any(class_view_size(v) for v in config.views) and not (
+                    isinstance(training, dict) and isinstance(training.get("word_classes"), dict)):
+                raise KeyError("training.word_classes")
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ModelFileError(f"{path}: corrupt xlpos reorderer model ({type(e).__name__}: {e})") from None
-        training = header.get("training", {})
         complete = header.get("complete", True) is not False  # models written before the flag are complete
         if not complete and not allow_incomplete:
             options = training.get("options", {}) if isinstance(training, dict) else {}
@@ -352,7 +354,7 @@ class Reorderer:
                 f"{path}: an incomplete reorderer (a snapshot of training stopped after "
                 f"{training.get('iterations_done', '?')} of {options.get('iterations', '?')} iterations); finish "
                 f"it with `xlpos-prep train-reorderer ... --resume`")
-        return cls(config, weights, training, state, complete=complete, origin=path, classes=classes)
+        return cls(config, weights, training, state, complete=complete, origin=path)
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -74,15 +74,3 @@ def learn_classes(sentences: Sequence[Sequence[str]], k: int, seed: int = 1, min
         filled = sizes > 0
         centres[filled] = sums[filled] / sizes[filled, None]
     return {w: int(c) for w, c in zip(vocab, assign)}
-
-
-def classes_to_arrays(classes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(words as a numpy unicode array, class ids as int32), sorted by word: what the model file stores."""
-    words = sorted(classes)
-    return np.array(words, dtype=str), np.array([classes[w] for w in words], dtype=np.int32)
-
-
-def classes_from_arrays(words: np.ndarray, ids: np.ndarray) -> dict[str, int]:
-    if words.shape != ids.shape:
-        raise ValueError(f"{words.shape[0]} class words but {ids.shape[0]} class ids")
-    return {str(w): int(c) for w, c in zip(words.tolist(), ids.tolist())}

@@ -9,7 +9,7 @@ import pytest
 
 from xlpos_prep import btg, stress, wordclass
 from xlpos_prep.metrics import evaluate_orders, monotone_order
-from xlpos_prep.reorderer import Reorderer, ReordererConfig, TrainOptions, train
+from xlpos_prep.reorderer import ModelFileError, Reorderer, ReordererConfig, TrainOptions, train
 
 HASH_BITS = 8
 MASK = np.uint64((1 << HASH_BITS) - 1)
@@ -123,6 +123,25 @@ def test_class_view_model_round_trips_with_its_classes(tmp_path):
     assert loaded.classes == model.classes
     assert loaded.reorder_batch(sentences[:20]) == model.reorder_batch(sentences[:20])
     assert loaded.reorder(["the", "n1", "v2", "a", "n3"]) == [0, 1, 3, 4, 2]
+    # rebuilt from its parts, as xlpos's inference does to drop learner state: the classes come along
+    rebuilt = Reorderer(loaded.config, loaded.weights, loaded.training)
+    assert rebuilt.classes == model.classes
+    assert rebuilt.reorder_batch(sentences[:20]) == model.reorder_batch(sentences[:20])
+
+
+def test_class_view_model_without_its_classes_is_refused(tmp_path):
+    model = train(corpus(30, 1), [[0, 1, 4, 2, 3]] * 30, ReordererConfig(hash_bits=10, views=("word", "class3")),
+                  TrainOptions(iterations=1), progress=False)
+    path = tmp_path / "m.npz"
+    model.save(str(path))
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    header = json.loads(str(arrays["header"]))
+    del header["training"]["word_classes"]
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(path, **arrays)
+    with pytest.raises(ModelFileError, match="corrupt.*word_classes"):
+        Reorderer.load(str(path))
 
 
 def test_training_sets_the_longest_inverted_span_from_the_data():
