@@ -51,6 +51,10 @@ FEATURE_GROUPS = {"span": btg.FEAT_SPAN, "children": btg.FEAT_CHILDREN, "termina
 LOSSES = ("tau", "chunk", "tau+chunk")
 UPDATES = {"perceptron": btg.UPDATE_PERCEPTRON, "pa": btg.UPDATE_PA}
 LOSS_NORMS = ("none", "sentence")
+# train-reorderer's defaults where they differ from ReordererConfig's (which stay those of models made before them,
+# and need no word classes): measured on Tanaka dev at 50k, see the README's "Reorderer quality and speed"
+CLI_HASH_BITS = 22
+CLI_VIEWS = ("word", "class128")
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
 INVERT_SPAN_FACTOR = 2
 BATCH = 256  # sentences per numba call: amortizes dispatch, keeps progress bars moving
@@ -634,7 +638,7 @@ The model file is written once, when training has finished. After every iteratio
 MODEL.snapshot (marked incomplete, with the learner state): after an interruption, --resume continues from it.
 With --dev-src/--dev-oracle the model keeps the averaged weights of the iteration with the best dev corpus
 Kendall tau + fuzzy reordering score."""
-    d = ReordererConfig()
+    d = ReordererConfig(hash_bits=CLI_HASH_BITS, views=CLI_VIEWS)
     o = TrainOptions()
     parser.add_argument("--src", required=True, help="tokenized source sentences")
     parser.add_argument("--oracle", required=True, help="oracle ranks (`xlpos-prep oracle`), parallel to --src")
@@ -664,7 +668,8 @@ Kendall tau + fuzzy reordering score."""
     parser.add_argument("--features", default=",".join(d.features),
                         help=f"feature groups, comma-separated (default {','.join(d.features)})")
     parser.add_argument("--views", default=",".join(d.views),
-                        help="word views, comma-separated: word, suffixN, prefixN (default word)")
+                        help=f"word views, comma-separated: word, suffixN, prefixN, classK (K word classes learned "
+                             f"from --src; default {','.join(d.views)})")
     parser.add_argument("--seed", type=SEED, default=o.seed,
                         help=f"shuffling and word-class seed (default {o.seed})")
     parser.add_argument("--max-invert-span", type=_invert_span_option, default="auto",
