@@ -5,16 +5,17 @@ Pairs (corpora in ../shared/data):
                 There is no test split: the LAST --test-lines (1000) training lines are held out as the test set
                 and never trained on; --train-lines N then takes the first N of the remaining lines. dev = valid.
   en-de         Multi30k task 1 (ende/: raw cased text): train (29k), val (valid), test_2016_flickr (test).
-                Tokenized with sacremoses (recipes/text_tools.py tokenize) for alignment, reordering and
-                sentencepiece; outputs are detokenized (sacremoses) before scoring against the raw references.
+                Tokenized with sacremoses (xlpos-prep tokenize) for alignment, reordering and sentencepiece;
+                outputs are detokenized (sacremoses) before scoring against the raw references.
 
-Pipeline per pair (every step is cached in --work and skipped when its output exists, so a rerun resumes):
-  tokenize -> align train+valid+test together (xlpos-prep align; one alignment serves ja-en and en-ja) ->
-  oracle ranks per split -> train the BTG reorderer on the training oracles -> reorder every split (training
-  included: training and test see the same kind of XL positions) -> Kendall tau / FRS of the predicted test and
-  valid orders vs their oracles -> joint sentencepiece on the tokenized words -> piece-level XL positions ->
-  fairseq-preprocess (joined dictionary) + binarized XL positions -> per system and seed: fairseq-train with ONE
-  fixed small configuration and the same update budget -> fairseq-generate on valid and test -> scores.
+Pipeline per pair: the corpus's splits are selected and tokenized here; everything from the word alignment to the
+data-bin is the package's pipeline (xlpos_prep.pipeline.prepare, the one the recipes run as `xlpos-prep prepare`;
+docs/pipeline.md), in this benchmark's cache layout: align train+valid+test together (one alignment, made
+en-ja / en-de, serves both directions of a corpus) -> oracle ranks per split -> BTG reorderer -> orders of every
+split -> Kendall tau / FRS of the valid and test orders -> joint sentencepiece -> piece-level XL positions ->
+data-bin. Every step is skipped when it completed, so a rerun resumes. Then, what is specific to this experiment:
+the oracle-positions data-bin, per system and seed fairseq-train with ONE fixed small configuration and the same
+update budget, decoding valid and test (xlpos_prep.translate, as the recipes decode), scores, significance.
 
 Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin), input, head, rope
 (`--task translation_xlpos --arch transformer_xlpos --xl-integration X`, the plugin's other defaults).
@@ -64,19 +65,21 @@ import platform
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-TEXT_TOOLS = REPO / "recipes" / "text_tools.py"
 sys.path.insert(0, str(REPO))
 
-from xlpos_prep.io import atomic_output, read_lines  # noqa: E402
+from xlpos_prep.io import atomic_output, read_lines, step_done  # noqa: E402
+from xlpos_prep.pipeline import Layout, PrepareConfig, StepFailed, Steps, prep_cmd, prepare  # noqa: E402
+from xlpos_prep.pipeline import run as run_step_command  # noqa: E402
+from xlpos_prep.text import Detokenizer, write_lines  # noqa: E402
+from xlpos_prep.translate import generate, hypothesis_words  # noqa: E402
 
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
@@ -246,13 +249,6 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def write_lines(path: Path, lines: Iterable[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(str(path)) as f:
-        for line in lines:
-            f.write(line + "\n")
-
-
 def write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(str(path)) as f:
@@ -264,74 +260,21 @@ def read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def prep(*args: str) -> list[str]:
-    return [sys.executable, "-m", "xlpos_prep.cli", *args]
-
-
-def text_tool(*args: str) -> list[str]:
-    return [sys.executable, str(TEXT_TOOLS), *args]
-
-
 def fairseq_cli(name: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"fairseq_cli.{name}", *args]
 
 
-def run(cmd: Sequence[str], log_path: Path, stdout_path: Path | None = None) -> float:
-    """Run a command with its stderr (and stdout unless captured) appended to log_path; wall seconds.
-
-    A failure stops the benchmark with the end of the log, since a half-done step must not be cached.
-    """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None) -> float:
+    """A command of a step (xlpos_prep.pipeline.run: output appended to log_path, stdout to stdout_path
+    atomically); its wall seconds. A failure raises StepFailed, which main() turns into one line."""
     log("$ " + shlex.join(str(c) for c in cmd))
     t0 = time.perf_counter()
-    with open(log_path, "a", encoding="utf-8") as err:
-        err.write("$ " + shlex.join(str(c) for c in cmd) + "\n")
-        err.flush()
-        if stdout_path is None:
-            proc = subprocess.run(list(map(str, cmd)), stdout=err, stderr=subprocess.STDOUT, cwd=REPO)
-        else:
-            tmp = stdout_path.with_name(stdout_path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
-                proc = subprocess.run(list(map(str, cmd)), stdout=out, stderr=err, cwd=REPO)
-            if proc.returncode == 0:
-                tmp.replace(stdout_path)
-    seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        tail = "".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-25:])
-        sys.stderr.write(tail)
-        raise SystemExit(f"command failed (exit {proc.returncode}); its log is {log_path}")
-    return seconds
+    run_step_command(cmd, log_path, stdout_path)
+    return time.perf_counter() - t0
 
 
-class StepTimes:
-    """Wall time of every cached step, kept beside its outputs so a resumed run still reports the first timing."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.times: dict[str, float] = read_json(path) if path.exists() else {}
-
-    def step(self, name: str, outputs: Sequence[Path], make: Callable[[], None]) -> float | None:
-        # Done means completed (OUTPUT.done written after the outputs, preprocess.io; recipes/lib.sh's xl_step
-        # applies the same rule): an output alone may be what a killed run left.
-        from xlpos_prep.io import finish_step, start_step, step_done
-        # A time is recorded only once a step completed, so a recorded step of a run made before the markers
-        # existed is complete too: mark it.
-        if step_done(outputs) or (name in self.times and all(p.exists() for p in outputs)):
-            finish_step(outputs, name)
-            log(f"skip {name}: {outputs[0]}{' ...' if len(outputs) > 1 else ''} done")
-            return self.times.get(name)
-        start_step(outputs)
-        if self.times.pop(name, None) is not None:
-            write_json(self.path, self.times)
-        t0 = time.perf_counter()
-        make()
-        missing = [str(p) for p in outputs if not p.exists()]
-        if missing:
-            raise SystemExit(f"step {name} did not produce {', '.join(missing)}")
-        finish_step(outputs, name)
-        self.times[name] = round(time.perf_counter() - t0, 2)
-        write_json(self.path, self.times)
-        return self.times[name]
+# Steps of this benchmark are run by the pipeline's one implementation of the completion rule.
+StepTimes = Steps
 
 
 # ------------------------------------------------------------------------------------------------ buckets
@@ -426,22 +369,10 @@ def bucket_bleu(hyps: Sequence[str], refs: Sequence[str], of: Sequence[int], n: 
 # ------------------------------------------------------------------------------------------------ scoring
 def score_translations(hyps: list[str], refs: list[str], tokenize: str, ribes_tokens: tuple | None,
                        buckets: BucketSpec | None) -> dict:
-    """BLEU + chrF (sacreBLEU, with signatures), RIBES on given token lists, BLEU per bucket."""
-    import sacrebleu
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    # force: with tokenize=none the text is tokenized on purpose (the Tanaka pairs); no "detokenize" warning
-    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize, force=tokenize == "none")
-    chrf = sacrebleu.metrics.CHRF()
-    b = bleu.corpus_score(hyps, [refs])
-    c = chrf.corpus_score(hyps, [refs])
-    out = {"bleu": round(b.score, 2), "bleu_detail": str(b), "bleu_signature": str(bleu.get_signature()),
-           "chrf": round(c.score, 2), "chrf_signature": str(chrf.get_signature()), "sentences": len(hyps)}
-    if ribes_tokens is not None:
-        from nltk.translate.ribes_score import corpus_ribes
-        hyp_tokens, ref_tokens = ribes_tokens
-        # nltk: the mean of sentence RIBES; a hypothesis of fewer than 2 words scores 0
-        out["ribes"] = round(100 * corpus_ribes([[r] for r in ref_tokens], hyp_tokens), 2)
+    """BLEU + chrF (sacreBLEU, with signatures) and RIBES on given token lists (xlpos_prep.scoring, as the recipes
+    score), plus BLEU per bucket."""
+    from xlpos_prep.scoring import corpus_scores
+    out = corpus_scores(hyps, refs, tokenize, chrf=True, ribes_tokens=ribes_tokens)
     if buckets is not None:
         out["bleu_by_length"] = bucket_bleu(hyps, refs, buckets.length_of, len(buckets.length_labels), tokenize)
         out["bleu_by_reordering"] = bucket_bleu(hyps, refs, buckets.reorder_of, len(buckets.reorder_labels),
@@ -493,20 +424,6 @@ def parse_train_log(path: Path) -> dict:
     return out
 
 
-def read_hypotheses(generate_output: Path, expected: int) -> list[str]:
-    """Best hypothesis (pieces) per input id from fairseq-generate's output; every id must be present."""
-    hyps: dict[int, str] = {}
-    for line in read_lines(str(generate_output)):
-        if line.startswith("H-"):
-            head, _score, *text = line.split("\t")
-            hyps[int(head[2:])] = text[0] if text else ""
-    missing = [i for i in range(expected) if i not in hyps]
-    if missing:
-        raise SystemExit(f"{generate_output}: no hypothesis for {len(missing)} of {expected} sentences "
-                         f"(first id {missing[0]})")
-    return [hyps[i] for i in range(expected)]
-
-
 # ------------------------------------------------------------------------------------------------ data preparation
 @dataclass
 class EvalSet:
@@ -554,8 +471,8 @@ def select_splits(spec: PairSpec, data: Path, lang: str, train_lines: int, test_
 
 
 def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict]:
-    """Tokenized splits of both languages, raw references, and the alignment of train+valid+test, shared by the
-    corpus's two directions. Returns (directory, info)."""
+    """Tokenized splits of both languages and raw references, shared by the corpus's two directions (so is the
+    alignment the pipeline makes under align/). Returns (directory, info)."""
     root = Path(args.work) / f"corpus-{spec.corpus}" / corpus_lines_tag(spec, args)
     times = StepTimes(root / "times.json")
     data = Path(args.data) / spec.corpus
@@ -564,6 +481,7 @@ def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict
     raw = root / "raw"
 
     def make_text() -> None:
+        from xlpos_prep.text import check_parallel
         for lang in langs:
             lines = select_splits(spec, data, lang, args.train_lines, args.test_lines)
             for split in SPLITS:
@@ -574,44 +492,63 @@ def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict
                     write_lines(tok / f"{split}.{lang}", (" ".join(x.split()) for x in read_lines(
                         str(raw / f"{split}.{lang}"))))
                 else:
-                    run(text_tool("tokenize", "--lang", lang, "--input", raw / f"{split}.{lang}",
-                                  "--output", tok / f"{split}.{lang}", "--workers", str(args.workers)),
+                    run(prep_cmd("tokenize", "--lang", lang, "--input", raw / f"{split}.{lang}",
+                                 "--output", tok / f"{split}.{lang}", "--workers", str(args.workers)),
                         root / "logs" / "tokenize.log")
         for split in SPLITS:
-            run(text_tool("check-parallel", *(tok / f"{split}.{lang}" for lang in langs)),
-                root / "logs" / "tokenize.log")
+            check_parallel([str(tok / f"{split}.{lang}") for lang in langs])
 
     outputs = [tok / f"{s}.{lang}" for s in SPLITS for lang in langs] + [raw / f"{s}.{lang}" for s in SPLITS
                                                                           for lang in langs]
     times.step("tokenize", outputs, make_text)
-
-    align_dir = root / "align"
     counts = {s: len(read_lines(str(tok / f"{s}.{langs[0]}"))) for s in SPLITS}
-
-    def make_alignment() -> None:
-        for lang in langs:
-            write_lines(align_dir / f"all.{lang}",
-                        (line for s in SPLITS for line in read_lines(str(tok / f"{s}.{lang}"))))
-        run(prep("align", "--src", align_dir / f"all.{langs[0]}", "--tgt", align_dir / f"all.{langs[1]}",
-                 "--out", align_dir / "all.align"), root / "logs" / "align.log")
-        links = read_lines(str(align_dir / "all.align"))
-        start = 0
-        for s in SPLITS:
-            write_lines(align_dir / f"{s}.{langs[0]}-{langs[1]}.align", links[start:start + counts[s]])
-            start += counts[s]
-
-    align_seconds = times.step("align (train+valid+test)", [align_dir / f"{s}.{langs[0]}-{langs[1]}.align"
-                                                             for s in SPLITS], make_alignment)
     held_out = spec.split_files["test"] is None
-    info = {"corpus": str(data), "sentences": counts, "align_seconds": align_seconds,
+    info = {"corpus": str(data), "sentences": counts,
+            "align_seconds": None,  # the pipeline's alignment step (prepare_pair)
             "test_set": (f"last {args.test_lines} lines of {data}/train.* (held out, never trained on)"
                          if spec.split_files["test"] is None else f"{data}/{spec.split_files['test']}.*"),
             "valid_set": f"{data}/{spec.split_files['valid']}.*",
             "train_set": f"{'first ' + str(args.train_lines) + ' lines of ' if args.train_lines else ''}"
                          f"{data}/train.*{' without the held-out test lines' if held_out else ''}",
+            # (the words of the runs recorded so far were made by recipes/text_tools.py, now xlpos-prep tokenize:
+            # the same tokenizer; the text is kept so that those records regenerate byte for byte)
             "tokenization": "as distributed" if spec.pretokenized else
                             "sacremoses (recipes/text_tools.py tokenize, escape=False, aggressive dash splits)"}
     return root, info
+
+
+def pipeline_layout(spec: PairSpec, corpus_root: Path, root: Path) -> Layout:
+    """This benchmark's cache layout of the pipeline's files: tokens and the alignment per corpus (both directions
+    share them), the rest per pair and data setting."""
+    a0, a1 = spec.align_langs
+    c, r = str(corpus_root), str(root)
+    return Layout(tok=f"{c}/tok/{{split}}.{{lang}}", align_input=f"{c}/align/all.{{lang}}",
+                  align_all=f"{c}/align/all.align", alignment=f"{r}/oracle/{{split}}.align",
+                  oracle_src=f"{r}/oracle/{{split}}.src", oracle=f"{r}/oracle/{{split}}.oracle",
+                  reorderer_src=f"{r}/reorder/train-subset.src", reorderer_oracle=f"{r}/reorder/train-subset.oracle",
+                  reorderer=f"{r}/reorder/reorderer.npz", order=f"{r}/reorder/{{split}}.order",
+                  evaluation=f"{r}/reorder/{{split}}.scores.json", spm_prefix=f"{r}/spm/spm",
+                  pieces=f"{r}/pieces/{{split}}.{{lang}}", xlpos=f"{r}/pieces/{{split}}.xlpos",
+                  data_bin=f"{r}/data-bin", logs=f"{r}/logs", config=f"{r}/prepare.json",
+                  times=f"{r}/times.json", align_times=f"{c}/times.json")
+
+
+def adopt_earlier_cache(spec: PairSpec, layout: Layout) -> None:
+    """A cache made before this benchmark ran the package's pipeline: its alignment step's outputs were the
+    per-split files align/SPLIT.A0-A1.align (made from align/all.align), its oracle step wrote oracle/SPLIT.align
+    before the oracle ranks, and the reordering scores had no marker. Those files are complete when the steps
+    that made them completed: mark them, so that the pipeline skips what is done."""
+    from xlpos_prep.io import finish_step
+    a0, a1 = spec.align_langs
+    align_dir = Path(layout.align_all).parent
+    if step_done([align_dir / f"{x}.{a0}-{a1}.align" for x in SPLITS]) and os.path.exists(layout.align_all):
+        finish_step([layout.align_all], "align (train+valid+test), made by an earlier bleu.py")
+    for split in SPLITS:
+        if step_done([layout.path("oracle", split)]) and os.path.exists(layout.path("alignment", split)):
+            finish_step([layout.path("alignment", split)], f"alignment {split}, made by an earlier bleu.py")
+    for split in ("valid", "test"):
+        if step_done([layout.path("order", split)]) and os.path.exists(layout.path("evaluation", split)):
+            finish_step([layout.path("evaluation", split)], f"evaluate {split}, made by an earlier bleu.py")
 
 
 def contrast_set_name(kind: str, args: argparse.Namespace) -> str:
@@ -632,95 +569,29 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     logs = root / "logs"
     s, t = spec.src, spec.tgt
     tok = corpus_root / "tok"
-    a0, a1 = spec.align_langs
-
-    # ---- oracle ranks (alignment swapped for the direction whose source is the alignment's target)
+    layout = pipeline_layout(spec, corpus_root, root)
+    adopt_earlier_cache(spec, layout)
+    # the pipeline, with what this benchmark needs besides the recipes' defaults: every split aligned (valid's
+    # oracle serves the oracle-positions ablation), in the corpus's canonical direction, oracle ranks of every
+    # aligned training line, reordering scores on valid and test
+    prepared = prepare(PrepareConfig(
+        src=s, tgt=t, workers=args.workers, align_splits=SPLITS, align_reversed=(s, t) != spec.align_langs,
+        full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
+        eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram"), layout)
+    times = StepTimes(root / "times.json")  # as prepare() left it
+    corpus_info["align_seconds"] = prepared.seconds["align (train+valid+test)"]
     oracle_dir = root / "oracle"
-
-    def make_oracles() -> None:
-        for split in SPLITS:
-            links = read_lines(str(corpus_root / "align" / f"{split}.{a0}-{a1}.align"))
-            if s != a0:
-                links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
-            write_lines(oracle_dir / f"{split}.align", links)
-            run(prep("oracle", "--src", tok / f"{split}.{s}", "--align", oracle_dir / f"{split}.align",
-                     "--out", oracle_dir / f"{split}.oracle", "--workers", str(args.workers)), logs / "oracle.log")
-
-    times.step("oracle", [oracle_dir / f"{x}.oracle" for x in SPLITS], make_oracles)
-
-    # ---- reorderer
     reo = root / "reorder"
-    model = reo / "reorderer.npz"
-
-    def make_reorderer() -> None:
-        src, oracle = tok / f"train.{s}", oracle_dir / "train.oracle"
-        if args.reorder_lines:
-            write_lines(reo / "train-subset.src", read_lines(str(src))[:args.reorder_lines])
-            write_lines(reo / "train-subset.oracle", read_lines(str(oracle))[:args.reorder_lines])
-            src, oracle = reo / "train-subset.src", reo / "train-subset.oracle"
-        extra = ["--iterations", str(args.reorder_iterations)] if args.reorder_iterations else []
-        run(prep("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, *extra),
-            logs / "train-reorderer.log")
-
-    reorderer_seconds = times.step("train-reorderer", [model], make_reorderer)
-    reorder_seconds = {}
-    for split in SPLITS:
-        reorder_seconds[split] = times.step(
-            f"reorder {split}", [reo / f"{split}.order"],
-            lambda split=split: run(prep("reorder", "--model", model, "--src", tok / f"{split}.{s}",
-                                         "--out", reo / f"{split}.order", "--workers", str(args.workers)),
-                                    logs / "reorder.log"))
-
-    from xlpos_prep.metrics import evaluate_orders, monotone_order, read_orders, reversed_order
-    from xlpos_prep.oracle import read_oracle
-    reordering = {}
-    for split in ("valid", "test"):
-        path = reo / f"{split}.scores.json"
-        if not path.exists():
-            ranks = read_oracle(str(oracle_dir / f"{split}.oracle"))
-            lengths = [len(r) for r in ranks]
-            orders = read_orders(str(reo / f"{split}.order"), lengths, str(oracle_dir / f"{split}.oracle"))
-            write_json(path, {name: asdict(evaluate_orders(o, ranks)) for name, o in (
-                ("reorderer", orders), ("monotone", [monotone_order(n) for n in lengths]),
-                ("reversed", [reversed_order(n) for n in lengths]))})
-        reordering[split] = read_json(path)
+    model = Path(layout.reorderer)
+    reorderer_seconds = prepared.seconds["train-reorderer"]
+    reorder_seconds = {split: prepared.seconds[f"reorder {split}"] for split in SPLITS}
+    reordering = {split: read_json(Path(layout.path("evaluation", split))) for split in ("valid", "test")}
     log(f"{spec.name}: reorderer on test: tau {reordering['test']['reorderer']['corpus_tau']:.4f} "
         f"FRS {reordering['test']['reorderer']['corpus_frs']:.4f} (monotone tau "
         f"{reordering['test']['monotone']['corpus_tau']:.4f})")
-
-    # ---- sentencepiece, pieces and XL positions
     spm = root / "spm" / "spm"
-    times.step("spm-train", [Path(f"{spm}.model")], lambda: run(text_tool(
-        "spm-train", "--input", tok / f"train.{s}", tok / f"train.{t}", "--model-prefix", spm,
-        "--vocab-size", str(args.spm_vocab), "--model-type", "unigram", "--threads", str(args.workers),
-        "--seed", "1"), logs / "spm.log"))
     pieces = root / "pieces"
-    for split in SPLITS:
-        times.step(f"positions {split}", [pieces / f"{split}.xlpos", pieces / f"{split}.{s}"], lambda split=split: run(
-            prep("positions", "--src", tok / f"{split}.{s}", "--order", reo / f"{split}.order",
-                 "--spm", f"{spm}.model", "--out", pieces / f"{split}.xlpos", "--pieces-out", pieces / f"{split}.{s}",
-                 "--workers", str(args.workers)), logs / "positions.log"))
-        times.step(f"spm-encode {split}", [pieces / f"{split}.{t}"], lambda split=split: run(text_tool(
-            "spm-encode", "--model", f"{spm}.model", "--input", tok / f"{split}.{t}",
-            "--output", pieces / f"{split}.{t}"), logs / "spm.log"))
-
-    # ---- data-bin
-    data_bin = root / "data-bin"
-
-    def make_data_bin() -> None:
-        tmp = root / "data-bin.tmp"
-        if tmp.exists():
-            import shutil
-            shutil.rmtree(tmp)
-        run(fairseq_cli("preprocess", "--source-lang", s, "--target-lang", t, "--trainpref", pieces / "train",
-                        "--validpref", pieces / "valid", "--testpref", pieces / "test", "--destdir", tmp,
-                        "--joined-dictionary", "--workers", str(args.workers)), logs / "preprocess.log")
-        for split in SPLITS:
-            run(prep("binarize", "--xlpos", pieces / f"{split}.xlpos", "--data-bin", tmp, "--split", split,
-                     "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
-        tmp.replace(data_bin)
-
-    times.step("data-bin", [data_bin], make_data_bin)
+    data_bin = Path(layout.data_bin)
 
     # ---- oracle ablation: the same tokens, XL positions from the oracle ranks (cheap: seconds)
     oracle_bin = root / "data-bin-oracle"
@@ -735,10 +606,10 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
                 if not link.exists():
                     link.symlink_to(f.resolve())
         for split in ("train", "valid"):
-            run(prep("positions", "--src", tok / f"{split}.{s}", "--oracle", oracle_dir / f"{split}.oracle",
+            run(prep_cmd("positions", "--src", tok / f"{split}.{s}", "--oracle", oracle_dir / f"{split}.oracle",
                      "--spm", f"{spm}.model", "--out", pieces / f"{split}.oracle.xlpos",
                      "--workers", str(args.workers)), logs / "positions.log")
-            run(prep("binarize", "--xlpos", pieces / f"{split}.oracle.xlpos", "--data-bin", tmp, "--split",
+            run(prep_cmd("binarize", "--xlpos", pieces / f"{split}.oracle.xlpos", "--data-bin", tmp, "--split",
                      split, "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "preprocess.log")
         tmp.replace(oracle_bin)
 
@@ -771,10 +642,9 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
 
     if not spec.pretokenized:
         # ceiling of the scoring pipeline: the references tokenized and detokenized again, scored as hypotheses
-        from sacremoses import MosesDetokenizer
-        detok = MosesDetokenizer(lang=t)
+        detok = Detokenizer("moses", t)
         test = pair.eval_sets["test"]
-        roundtrip = [detok.detokenize(x) for x in test.ref_tokens]
+        roundtrip = [detok(" ".join(x)) for x in test.ref_tokens]
         corpus_info["detokenization_roundtrip"] = {
             "identical_lines": sum(a == b for a, b in zip(roundtrip, test.refs)), "lines": len(test.refs),
             "bleu": score_translations(roundtrip, test.refs, spec.bleu_tokenize, None, None)["bleu"]}
@@ -805,26 +675,24 @@ def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: S
         raise SystemExit(f"{src_path} has {len(src_lines)} lines but {ref_path} has {len(ref_lines)}")
 
     def make() -> None:
+        from xlpos_prep.pipeline import make_data_bin
+        from xlpos_prep.text import check_parallel
         for lang, path in ((s, src_path), (t, ref_path)):
             if spec.pretokenized:
                 write_lines(d / f"tok.{lang}", (" ".join(x.split()) for x in read_lines(str(path))))
             else:
-                run(text_tool("tokenize", "--lang", lang, "--input", path, "--output", d / f"tok.{lang}"),
+                run(prep_cmd("tokenize", "--lang", lang, "--input", path, "--output", d / f"tok.{lang}"),
                     logs / "extra.log")
-        run(text_tool("check-parallel", d / f"tok.{s}", d / f"tok.{t}"), logs / "extra.log")
-        run(prep("reorder", "--model", model, "--src", d / f"tok.{s}", "--out", d / "test.order",
-                 "--workers", str(args.workers)), logs / "extra.log")
-        run(prep("positions", "--src", d / f"tok.{s}", "--order", d / "test.order", "--spm", spm_model,
-                 "--out", d / "pieces.xlpos", "--pieces-out", d / f"pieces.{s}"), logs / "extra.log")
-        run(text_tool("spm-encode", "--model", spm_model, "--input", d / f"tok.{t}", "--output", d / f"pieces.{t}"),
+        check_parallel([str(d / f"tok.{s}"), str(d / f"tok.{t}")])
+        # the pair's reorderer, sentencepiece model and dictionaries, applied as the pipeline applies them
+        run(prep_cmd("reorder", "--model", model, "--src", d / f"tok.{s}", "--out", d / "test.order",
+                     "--workers", str(args.workers)), logs / "extra.log")
+        run(prep_cmd("positions", "--src", d / f"tok.{s}", "--order", d / "test.order", "--spm", spm_model,
+                     "--out", d / "pieces.xlpos", "--pieces-out", d / f"pieces.{s}"), logs / "extra.log")
+        run(prep_cmd("spm-encode", "--model", spm_model, "--input", d / f"tok.{t}", "--output", d / f"pieces.{t}"),
             logs / "extra.log")
-        tmp = d / "data-bin.tmp"
-        run(fairseq_cli("preprocess", "--source-lang", s, "--target-lang", t, "--testpref", d / "pieces",
-                        "--destdir", tmp, "--srcdict", data_bin / f"dict.{s}.txt",
-                        "--tgtdict", data_bin / f"dict.{t}.txt", "--workers", str(args.workers)), logs / "extra.log")
-        run(prep("binarize", "--xlpos", d / "pieces.xlpos", "--data-bin", tmp, "--split", "test",
-                 "--source-lang", s, "--target-lang", t, "--no-progress"), logs / "extra.log")
-        tmp.replace(d / "data-bin")
+        make_data_bin(s, t, {"test": str(d / "pieces")}, str(d / "data-bin"), {"test": str(d / "pieces.xlpos")},
+                      args.workers, logs / "extra.log", dicts=str(data_bin))
 
     times.step(f"extra {name}", [d / "data-bin"], make)
     sources = [x.split() for x in read_lines(str(d / f"tok.{s}"))]
@@ -885,22 +753,18 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
             raise ValueError("oracle systems are evaluated on valid only")
         data_bin = pair.oracle_data_bin
     gen = run_dir / "gen" / f"{key}.txt"
-    gen.parent.mkdir(parents=True, exist_ok=True)
-    cmd = fairseq_cli("generate", data_bin, *task_args, "--source-lang", pair.spec.src, "--target-lang",
-                      pair.spec.tgt, "--gen-subset", eval_set.subset, "--path", run_dir / "checkpoint_last.pt",
-                      "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2", "--max-len-b", "10",
-                      "--max-tokens", str(args.gen_max_tokens), "--required-batch-size-multiple", "1",
-                      "--seed", str(seed), *eval_set.generate_args, *device_args())
-    seconds = run(cmd, run_dir / "generate.log", stdout_path=gen) if not gen.exists() else None
-    import sentencepiece
-    sp = sentencepiece.SentencePieceProcessor(model_file=str(pair.root / "spm" / "spm.model"))
-    words = [sp.decode_pieces(h.split()) for h in read_hypotheses(gen, len(eval_set.refs))]
-    if pair.spec.pretokenized:
-        hyps = [" ".join(w.split()) for w in words]
-    else:
-        from sacremoses import MosesDetokenizer
-        detok = MosesDetokenizer(lang=pair.spec.tgt)
-        hyps = [detok.detokenize(w.split()) for w in words]
+    seconds = None
+    if not step_done([gen]) and not gen.exists():  # (written atomically: runs before the markers left none)
+        fairseq_args = (*task_args, "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2",
+                        "--max-len-b", "10", "--max-tokens", str(args.gen_max_tokens), "--seed", str(seed),
+                        *eval_set.generate_args, *device_args())
+        seconds = StepTimes().step(f"generate {key}", [gen], lambda: generate(
+            gen, run_dir / "generate.log", data_bin, run_dir / "checkpoint_last.pt", pair.spec.src, pair.spec.tgt,
+            eval_set.subset, fairseq_args))
+    # the recipes' decoding (xlpos-prep translate): best hypotheses in input order -> sentencepiece-decoded words
+    _, words = hypothesis_words(gen, len(eval_set.refs), str(pair.root / "spm" / "spm.model"))
+    detok = Detokenizer("none" if pair.spec.pretokenized else "moses", pair.spec.tgt)
+    hyps = [detok(" ".join(w.split())) for w in words]
     write_lines(run_dir / "hyp" / f"{key}.txt", hyps)
     ribes = ([w.split() for w in words], eval_set.ref_tokens) if pair.spec.ribes else None
     scores = score_translations(hyps, eval_set.refs, pair.spec.bleu_tokenize, ribes, eval_set.buckets)
@@ -1470,4 +1334,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StepFailed as e:  # the end of the step's log is above
+        sys.exit(f"bleu.py: error: {e}")

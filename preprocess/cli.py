@@ -22,6 +22,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": (__package__ + ".metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
     "binarize": ("xlpos.data.binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
     "synth": (__package__ + ".synthetic", "generate a synthetic parallel corpus with nested reordering"),
+    # the whole pipeline, and the completion rule for a recipe's own commands
+    "prepare": (__package__ + ".pipeline", "tokenized splits -> reorderer, sentencepiece, pieces, XL positions, "
+                                          "data-bin (resumable)"),
+    "step": (__package__ + ".pipeline", "run a command unless the step making its outputs completed; mark it"),
+    # text steps around the pipeline
+    "tokenize": (__package__ + ".text", "word-tokenize raw text (sacremoses; fugashi for ja, jieba for zh)"),
+    "detokenize": (__package__ + ".text", "words -> text (sacremoses; no spaces for ja/zh)"),
+    "clean": (__package__ + ".text", "drop empty, over-long and badly length-matched training pairs"),
+    "check-parallel": (__package__ + ".text", "files exist, have the same line count and no empty line"),
+    "spm-train": (__package__ + ".sentencepiece_model", "train a joint sentencepiece model on tokenized text"),
+    "spm-encode": (__package__ + ".sentencepiece_model", "text -> space-separated sentencepiece pieces"),
+    "spm-decode": (__package__ + ".sentencepiece_model", "space-separated pieces -> words"),
+    "translate": (__package__ + ".translate", "fairseq-generate -> best hypotheses in input order -> words "
+                                              "(needs fairseq)"),
+    "hypotheses": (__package__ + ".scoring", "best hypotheses of fairseq-generate output, in input order"),
+    "score": (__package__ + ".scoring", "sacreBLEU (and optionally RIBES) of a hypothesis file, as JSON"),
+    "report": (__package__ + ".scoring", "the results table of a recipe's score files"),
 }
 
 EPILOG = """examples:
@@ -31,6 +48,7 @@ EPILOG = """examples:
   xlpos-prep reorder --model en-ja.reorderer --src test.en --out test.order --workers 2
   xlpos-prep positions --src test.en --order test.order --spm spm.model --out test.xlpos
   xlpos-prep evaluate --order test.order --oracle test.oracle
+  xlpos-prep prepare --work work --src ja --tgt en --workers 2      # every step above, resumable
 """
 
 

@@ -43,16 +43,19 @@ class ExternalToolError(RuntimeError):
     """A program the pipeline runs (eflomal) failed; the message says which and how."""
 
 
-def read_lines(path: str) -> list[str]:
-    """All lines of a UTF-8 text file without their newline; a decoding error names the line."""
-    lines = []
+def iter_lines(path: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file without their newline, one at a time; a decoding error names the line."""
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
             try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 raise InputError(path, i, f"not valid UTF-8 ({e.reason})") from None
-    return lines
+
+
+def read_lines(path: str) -> list[str]:
+    """All lines of a UTF-8 text file without their newline; a decoding error names the line."""
+    return list(iter_lines(path))
 
 
 def read_tokens(path: str, allow_empty: bool = False, max_len: int | None = None) -> list[list[str]]:
@@ -168,7 +171,7 @@ def private_temp_dir(tag: str) -> Iterator[str]:
 
 
 # -------------------------------------------------------------------------------------------------------------
-# Step completion: one rule for recipes/lib.sh (xl_have, xl_step) and benchmarks/bleu.py (StepTimes.step)
+# Step completion: the one rule of the pipeline (pipeline.Steps, `xlpos-prep step` for the recipes' own commands)
 
 DONE_SUFFIX = ".done"
 

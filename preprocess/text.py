@@ -1,7 +1,10 @@
-"""Word tokenizers and detokenizers for raw text at inference time (fairseq-interactive, hub ``translate()``).
+"""Word tokenization of raw text, one implementation for the corpus (`xlpos-prep tokenize`, the recipes'
+tokenization step) and for inference (fairseq-interactive, hub ``translate()``, through ``xlpos.tokenize``), plus
+the other text steps of the pipeline: detokenization, cleaning of training pairs, and parallel-file checks.
 
 The reorderer and the sentencepiece model were trained on *tokenized words* (DESIGN.md), so raw input must be
-tokenized exactly as the training corpus was. The rules here are those of ``recipes/text_tools.py tokenize``:
+tokenized exactly as the training corpus was; checkpoints store the `WordTokenizerSpec` (as `--xl-word-tokenizer`,
+`--xl-normalize`, ...) and the same class tokenizes both. The rules:
 
 * ``none``  — the input is already tokenized: split on whitespace.
 * ``moses`` — sacremoses' Moses tokenizer for ``lang`` with aggressive dash splitting and no XML escaping
@@ -18,14 +21,28 @@ them.
 Detokenizers turn the target words (sentencepiece-decoded hypotheses) into text: ``none`` keeps the tokens
 separated by spaces, ``moses`` uses sacremoses' detokenizer, ``ja``/``zh`` remove spaces except between two
 Latin letters or digits. This module never imports fairseq or torch.
+
+    xlpos-prep tokenize --lang de --normalize --input raw.de --output tok.de --workers 4
+    xlpos-prep detokenize --lang de --input hyp.words --output hyp.detok
+    xlpos-prep clean --src tok.en --tgt tok.de --src-out clean.en --tgt-out clean.de --max-len 250 --ratio 1.5
+    xlpos-prep check-parallel train.en train.de
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import os
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass
-from typing import Callable, Optional
+from multiprocessing import Pool
+from typing import Callable, Iterable, Iterator, Optional
+
+from .io import (WORKERS, InputError, atomic_output, check_same_length, declare_files, float_option, int_option,
+                 iter_lines, pool_worker_setup, read_lines)
+
+logger = logging.getLogger(__name__)
 
 WORD_TOKENIZERS = ("none", "moses", "ja", "zh")
 DETOKENIZERS = WORD_TOKENIZERS
@@ -72,7 +89,7 @@ def _segmenter(spec: WordTokenizerSpec) -> Callable[[str], list[str]]:
         moses = sacremoses.MosesTokenizer(lang=spec.lang)
 
         def moses_tokenize(text: str) -> list[str]:
-            # aggressive dash splitting and no XML escaping, as recipes/text_tools.py tokenizes training data
+            # aggressive dash splitting and no XML escaping, as in fairseq's WMT preparation scripts
             return moses.tokenize(text, escape=False, aggressive_dash_splits=True)
         return moses_tokenize
     if spec.kind == "ja":
@@ -144,3 +161,170 @@ class Detokenizer:
             return self._moses.detokenize(text.split())
         # No spaces between words in these scripts; keep spaces only between two Latin/digit characters.
         return _CJK_JOINER.sub("", " ".join(text.split()))
+
+
+def spec_for_language(lang: str, normalize: bool = False, lowercase: bool = False) -> WordTokenizerSpec:
+    """The tokenizer of a language: fugashi for ja, jieba for zh, sacremoses (Moses rules) for the others."""
+    return WordTokenizerSpec(lang if lang in ("ja", "zh") else "moses", lang, normalize, lowercase)
+
+
+def detokenizer_for_language(lang: str) -> Detokenizer:
+    return Detokenizer(lang if lang in ("ja", "zh") else "moses", lang)
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
+    """Lines into `path` (its directory made), atomically; their count."""
+    n = 0
+    with atomic_output(os.fspath(path)) as f:
+        for line in lines:
+            f.write(line + "\n")
+            n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------------- tokenize
+CHUNK = 2000  # lines per task when tokenizing with several workers
+_TOKENIZER: WordTokenizer | None = None
+
+
+def _make_tokenizer(spec: WordTokenizerSpec) -> WordTokenizer:
+    try:
+        return WordTokenizer(spec)
+    except ImportError as e:  # an optional segmenter: one line saying how to install it
+        raise ValueError(str(e)) from None
+
+
+def _init_worker(spec: WordTokenizerSpec) -> None:
+    global _TOKENIZER
+    pool_worker_setup()
+    _TOKENIZER = _make_tokenizer(spec)
+
+
+def _tokenize_chunk(lines: list[str]) -> list[str]:
+    assert _TOKENIZER is not None
+    return [" ".join(_TOKENIZER(line)) for line in lines]
+
+
+def _line_chunks(path: str) -> Iterator[list[str]]:
+    """CHUNK lines at a time, so that a multi-million-line corpus is never held in memory at once."""
+    chunk: list[str] = []
+    for line in iter_lines(path):
+        chunk.append(line)
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run_tokenize(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+    spec = spec_for_language(args.lang, args.normalize, args.lowercase)
+    bar = tqdm(desc=f"tokenize {os.path.basename(args.input)}", unit=" lines", file=sys.stderr, leave=False)
+    n = 0
+    with atomic_output(args.output) as out:
+        if args.workers > 1:
+            _make_tokenizer(spec)  # a missing segmenter fails here, once, not in every worker
+            with Pool(args.workers, initializer=_init_worker, initargs=(spec,)) as pool:
+                for done in pool.imap(_tokenize_chunk, _line_chunks(args.input)):
+                    out.writelines(line + "\n" for line in done)
+                    n += len(done)
+                    bar.update(len(done))
+        else:
+            tokenize = _make_tokenizer(spec)
+            for chunk in _line_chunks(args.input):
+                out.writelines(" ".join(tokenize(line)) + "\n" for line in chunk)
+                n += len(chunk)
+                bar.update(len(chunk))
+    bar.close()
+    logger.info("tokenized %d lines (%s) -> %s", n, spec.describe(), args.output)
+    return 0
+
+
+def configure_tokenize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", required=True, help="ja: fugashi, zh: jieba, others: sacremoses (Moses rules)")
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--normalize", action="store_true",
+                   help="Moses punctuation normalization first (ja/zh: NFKC)")
+    p.add_argument("--lowercase", action="store_true")
+    p.add_argument("--workers", type=WORKERS, default=1)
+    p.set_defaults(run=run_tokenize)
+    declare_files(p, inputs=("input",), outputs=("output",))
+
+
+def run_detokenize(args: argparse.Namespace) -> int:
+    try:
+        detok = detokenizer_for_language(args.lang)
+    except ImportError as e:
+        raise ValueError(str(e)) from None
+    write_lines(args.output, (detok(line) for line in read_lines(args.input)))
+    return 0
+
+
+def configure_detokenize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", required=True, help="ja/zh: no spaces between words; others: sacremoses")
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.set_defaults(run=run_detokenize)
+    declare_files(p, inputs=("input",), outputs=("output",))
+
+
+# ---------------------------------------------------------------------------------------------------- clean, check
+def keep_pair(n_src: int, n_tgt: int, max_len: int, ratio: float) -> bool:
+    """A training pair is kept with 1..max_len tokens on both sides and a length ratio of at most `ratio`."""
+    return 1 <= n_src <= max_len and 1 <= n_tgt <= max_len and max(n_src, n_tgt) <= ratio * min(n_src, n_tgt)
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    src, tgt = read_lines(args.src), read_lines(args.tgt)
+    check_same_length(args.src, len(src), args.tgt, len(tgt))
+    kept = [(s, t) for s, t in zip(src, tgt) if keep_pair(len(s.split()), len(t.split()), args.max_len, args.ratio)]
+    if not kept:
+        raise InputError(args.src, None, f"cleaning {args.src} / {args.tgt} left no sentence pair")
+    write_lines(args.src_out, (s for s, _ in kept))
+    write_lines(args.tgt_out, (t for _, t in kept))
+    print(f"clean: kept {len(kept)} of {len(src)} pairs (1-{args.max_len} tokens, ratio <= {args.ratio})",
+          file=sys.stderr)
+    return 0
+
+
+def configure_clean(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--src-out", required=True)
+    p.add_argument("--tgt-out", required=True)
+    p.add_argument("--max-len", type=int_option(1, 1_000_000), default=250)
+    p.add_argument("--ratio", type=float_option(1, 1e6), default=1.5 * 1.5 * 2, help="max length ratio (default 4.5)")
+    p.set_defaults(run=run_clean)
+    declare_files(p, inputs=("src", "tgt"), outputs=("src_out", "tgt_out"))
+
+
+def check_parallel(paths: list[str], allow_empty: bool = False) -> int:
+    """Files exist, have equal line counts and (unless allowed) no empty line: the aligner and reorderer need
+    words. Their line count; InputError naming the file and line otherwise."""
+    counts = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise InputError(path, None, "file not found")
+        lines = read_lines(path)
+        for k, line in enumerate(lines, 1):
+            if not allow_empty and not line.strip():
+                raise InputError(path, k, "empty line; remove the pair from both files (or run the recipe's "
+                                          "cleaning step)")
+        counts.append((path, len(lines)))
+    for path, n in counts[1:]:
+        check_same_length(counts[0][0], counts[0][1], path, n)
+    return counts[0][1]
+
+
+def run_check_parallel(args: argparse.Namespace) -> int:
+    check_parallel(args.files, args.allow_empty)
+    return 0
+
+
+def configure_check_parallel(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+")
+    p.add_argument("--allow-empty", action="store_true", help="only compare line counts")
+    p.set_defaults(run=run_check_parallel)
+    declare_files(p, inputs=("files",))

@@ -1,79 +1,40 @@
 # shellcheck shell=bash
-# Shared steps of the xlpos recipes. Source it from a recipe that runs under `set -euo pipefail`.
+# What the xlpos recipes share. Source it from a recipe that runs under `set -euo pipefail`.
 #
-# A recipe turns its corpus into word-tokenized, parallel files
+# A recipe holds what is specific to its corpus: download, tokenization, model sizes, scoring. It turns its corpus
+# into word-tokenized, parallel files
 #     $WORK/tok/{train,valid,test}.{$SRC,$TGT}
-# (one sentence per line, tokens split by single spaces, no empty line) and calls the steps below:
-#     xl_reordering    align -> oracle -> train-reorderer -> reorder every split -> tau on test
-#     xl_subwords      joint sentencepiece -> piece-level XL positions (+ the pieces fairseq sees)
-#     xl_databin       fairseq-preprocess (joined dictionary) + binarized XL positions
-#     xl_train SYSTEM  baseline | xl-input | xl-head | xl-rope
+# (one sentence per line, tokens split by single spaces, no empty line) and calls
+#     xl_prepare            `xlpos-prep prepare`: align -> oracle -> reorderer -> orders -> sentencepiece -> XL
+#                           positions -> data-bin (xlpos_prep/pipeline.py, the pipeline benchmarks/bleu.py runs too)
+#     xl_train SYSTEM       baseline | xl-input | xl-head | xl-rope
 #     xl_translate SYSTEM   [checkpoint averaging] -> fairseq-generate on test -> $WORK/out/SYSTEM/test.words
 # Every step skips when it completed: its outputs exist with OUTPUT.done beside them, written only after the step
-# succeeded (xl_step; preprocess/io.py step_done/finish_step is the same rule in Python, for benchmarks/bleu.py).
-# So a recipe killed at any moment and rerun gives what an uninterrupted run gives; delete an output or its .done
-# (or all of $WORK) to redo a step. Outputs are written to a temporary name and renamed when complete.
+# succeeded. The rule is implemented once, in Python (xlpos_prep.io step_done/finish_step); the recipes' own
+# commands go through it with `xl_step OUTPUT... [--stdout] -- COMMAND...` (`xlpos-prep step`). So a recipe killed at
+# any moment and rerun gives what an uninterrupted run gives; delete an output or its .done (or all of $WORK) to
+# redo a step. Outputs are written to a temporary name and renamed when complete.
 
 XL_RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 XL_REPO_DIR=$(dirname "$XL_RECIPES_DIR")
-XL_TEXT_TOOLS=("${PYTHON:-python}" "$XL_RECIPES_DIR/text_tools.py")
 
 xl_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 xl_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-xl_text() { "${XL_TEXT_TOOLS[@]}" "$@"; }
 
-# xl_have OUTPUT...: true (and says so) when the step making every OUTPUT completed: OUTPUT and OUTPUT.done exist.
-# An output without its .done may be a killed run's (a partly written directory, a model of some iterations).
-xl_have() {
-  local p
-  for p in "$@"; do { [ -e "$p" ] && [ -e "$p.done" ]; } || return 1; done
-  xl_log "skip: $* (done)"
-}
-
-# xl_step OUTPUT... -- CMD...: the step CMD makes OUTPUT...; skipped when xl_have OUTPUT..., else run and, when it
-# succeeds and every OUTPUT exists, marked done.
-xl_step() {
-  local outs=() p
-  while [ "$#" -gt 0 ] && [ "$1" != -- ]; do outs+=("$1"); shift; done
-  [ "$#" -gt 1 ] || xl_die "xl_step ${outs[*]}: no '-- COMMAND'"
-  shift
-  xl_have "${outs[@]}" && return 0
-  for p in "${outs[@]}"; do rm -f "$p.done"; done
-  "$@" || return
-  xl_done "${outs[@]}"
-}
-
-# xl_done OUTPUT...: mark outputs complete, after the step that made them succeeded.
-xl_done() {
-  local p
-  for p in "$@"; do
-    [ -e "$p" ] || xl_die "$p was not written by the step that should make it"
-    echo done > "$p.done"
-  done
-}
-
-# xl_into OUT CMD...: run CMD with stdout into OUT, atomically (temporary file, renamed on success). Temporaries of
-# killed runs (OUT.tmp.PID with PID dead) are removed first, so they do not accumulate.
-xl_into() {
-  local out=$1 t; shift
-  mkdir -p "$(dirname "$out")"
-  for t in "$out".tmp.*; do
-    [ -e "$t" ] && ! kill -0 "${t##*.}" 2>/dev/null && rm -f "$t"
-  done
-  "$@" > "$out.tmp.$$" || { rm -f "$out.tmp.$$"; return 1; }
-  mv "$out.tmp.$$" "$out"
-}
+# xl_step OUTPUT... [--stdout] -- CMD...: CMD makes OUTPUT...; skipped when that step completed, else run and, when
+# it succeeds and every OUTPUT exists, marked done. --stdout: CMD's standard output is the (one) OUTPUT.
+xl_step() { xlpos-prep step "$@" || exit 1; }
 
 # xl_need_file PATH HINT: stop with a message saying what to do when PATH is missing.
 xl_need_file() { [ -f "$1" ] || xl_die "$1 not found. $2"; }
 
 # xl_check_parallel FILE...: files exist, have equal line counts and no empty line.
-xl_check_parallel() { xl_text check-parallel "$@" || exit 1; }
+xl_check_parallel() { xlpos-prep check-parallel "$@" || exit 1; }
 
 xl_lines() { wc -l < "$1" | tr -d ' '; }
 
 # xl_raw_text_args [normalize]: the XL checkpoint settings that let fairseq-interactive and the hub take raw $SRC
-# text: split it into words as `text_tools.py tokenize` split the corpus (sacremoses; fugashi for ja, jieba for zh),
+# text: split it into words as `xlpos-prep tokenize` split the corpus (sacremoses; fugashi for ja, jieba for zh),
 # with its punctuation/NFKC normalization when the recipe used --normalize, and join $TGT words back into text.
 xl_raw_text_args() {
   local tok=moses detok=moses
@@ -137,6 +98,7 @@ xl_defaults() {
   : "${REORDER_LOSS:=}"            # empty: the reorderer's default loss
   : "${REORDER_SHARDS:=1}"         # >1: reorder each split as that many --shard jobs in parallel
   : "${REORDER_ARGS:=}"
+  : "${ATTACH_NULL:=}"              # empty: the pipeline's default (left for a Japanese source, else right)
   : "${SPM_VOCAB:=8000}"
   : "${SPM_TYPE:=unigram}"
   : "${SPM_COVERAGE:=1.0}"
@@ -180,139 +142,25 @@ xl_defaults() {
   else
     XL_DEVICE_ARGS=(--cpu)
   fi
-  # A WORK made before steps left .done markers: its trained models would be paired with redone (and, eflomal
-  # being unseeded, different) data. Say so instead of mixing them.
-  if [ -e "$WORK/data-bin/preprocess.done" ] && [ ! -e "$WORK/data-bin.done" ]; then
-    xl_die "$WORK was made by an older xlpos whose steps left no completion markers (OUTPUT.done): delete it, or \
-move it away, and rerun"
-  fi
   command -v xlpos-prep >/dev/null || xl_die "xlpos-prep not found: install xlpos first (pip install -e .)"
   xl_private_tmp
   command -v fairseq-train >/dev/null || xl_die "fairseq-train not found: install xlpos first (pip install -e .)"
   mkdir -p "$WORK"
 }
 
-# xl_run LOG CMD...: run a long command with its output in LOG; on failure show the end of LOG and stop.
-xl_run() {
-  local log=$1; shift
-  mkdir -p "$(dirname "$log")"
-  if [ "$VERBOSE" = 1 ]; then
-    "$@" 2>&1 | tee -a "$log" || xl_die "$1 failed; its log is $log"
-  elif ! "$@" >> "$log" 2>&1; then
-    tail -n 25 "$log" >&2
-    xl_die "$1 failed; the end of its log ($log) is above"
-  fi
-}
-
-# ---------------------------------------------------------------------------------------------------- reordering
-xl_reordering() {
-  local tok=$WORK/tok r=$WORK/reorder split
-  mkdir -p "$r"
-  local n_train n_test n_align n_reorder
-  n_train=$(xl_lines "$tok/train.$SRC")
-  n_test=$(xl_lines "$tok/test.$SRC")
-  n_align=$ALIGN_LINES
-  if [ "$n_align" = 0 ] || [ "$n_align" -gt "$n_train" ]; then n_align=$n_train; fi
-  n_reorder=$REORDER_TRAIN_LINES
-  if [ "$n_reorder" = 0 ] || [ "$n_reorder" -gt "$n_align" ]; then n_reorder=$n_align; fi
-
-  # Word alignment of the first n_align training pairs plus the test set. The test alignments only give the
-  # oracle the reorderer is evaluated against; no model ever sees the test targets.
-  if ! xl_have "$r/align.txt"; then
-    xl_log "align: $n_align training + $n_test test sentence pairs"
-    xl_into "$r/align-input.$SRC" cat <(head -n "$n_align" "$tok/train.$SRC") "$tok/test.$SRC"
-    xl_into "$r/align-input.$TGT" cat <(head -n "$n_align" "$tok/train.$TGT") "$tok/test.$TGT"
-    xlpos-prep align --src "$r/align-input.$SRC" --tgt "$r/align-input.$TGT" --out "$r/align.txt" --seed "$SEED"
-    xl_done "$r/align.txt"
-  fi
-  [ "$(xl_lines "$r/align.txt")" = $((n_align + n_test)) ] \
-    || xl_die "$r/align.txt does not have $n_align + $n_test lines: the corpus changed since it was made; delete $r"
-  xl_step "$r/train.align" -- xl_into "$r/train.align" head -n "$n_reorder" "$r/align.txt"
-  xl_step "$r/test.align" -- xl_into "$r/test.align" tail -n "$n_test" "$r/align.txt"
-  xl_step "$r/train.src" -- xl_into "$r/train.src" head -n "$n_reorder" "$tok/train.$SRC"
-
-  xl_step "$r/train.oracle" -- xlpos-prep oracle --src "$r/train.src" --align "$r/train.align" \
-    --out "$r/train.oracle" --workers "$WORKERS"
-  xl_step "$r/test.oracle" -- xlpos-prep oracle --src "$tok/test.$SRC" --align "$r/test.align" \
-    --out "$r/test.oracle" --workers "$WORKERS"
-
-  xl_step "$r/reorderer.model" -- xl_train_reorderer "$n_reorder"
-  # The model's own predictions on every split, training included: training and test then see the same kind
-  # of XL positions (DESIGN.md).
-  for split in train valid test; do xl_reorder_split "$split"; done
-  xl_step "$r/test.tau.json" -- xlpos-prep evaluate --order "$r/test.order" --oracle "$r/test.oracle" \
-    --json "$r/test.tau.json"
-}
-
-# xl_train_reorderer N: train-reorderer on $WORK/reorder/train.*; a killed run's snapshot
-# (reorderer.model.snapshot) is resumed, which gives the model an uninterrupted run gives.
-xl_train_reorderer() {
-  local r=$WORK/reorder resume=()
-  [ -e "$r/reorderer.model.snapshot" ] && resume=(--resume)
-  xl_log "train-reorderer: $1 sentences, $REORDER_ITERATIONS iterations${resume:+ (resuming its snapshot)}"
-  # shellcheck disable=SC2086
-  xlpos-prep train-reorderer --src "$r/train.src" --oracle "$r/train.oracle" --model "$r/reorderer.model" \
-    --iterations "$REORDER_ITERATIONS" ${REORDER_LOSS:+--loss "$REORDER_LOSS"} $REORDER_ARGS "${resume[@]}"
-}
-
-xl_reorder_split() {
-  local split=$1 r=$WORK/reorder i pids=() per_shard
-  local src=$WORK/tok/$split.$SRC out=$WORK/reorder/$split.order
-  xl_have "$out" && return 0
-  if [ "$REORDER_SHARDS" -le 1 ]; then
-    xl_step "$out" -- xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out" --workers "$WORKERS"
-    return 0
-  fi
-  # Shards are contiguous blocks of lines, so concatenating them in order gives the whole split.
-  per_shard=$(( (WORKERS + REORDER_SHARDS - 1) / REORDER_SHARDS ))
-  for ((i = 0; i < REORDER_SHARDS; i++)); do
-    xl_have "$out.shard$i" && continue
-    xl_step "$out.shard$i" -- xlpos-prep reorder --model "$r/reorderer.model" --src "$src" --out "$out.shard$i" \
-      --shard "$i/$REORDER_SHARDS" --workers "$per_shard" &
-    pids+=($!)
-  done
-  for i in "${pids[@]}"; do wait "$i" || xl_die "reordering $src failed (a --shard job)"; done
-  local parts=()
-  for ((i = 0; i < REORDER_SHARDS; i++)); do parts+=("$out.shard$i"); done
-  xl_step "$out" -- xl_into "$out" cat "${parts[@]}"
-  rm -f "$out".shard*
-}
-
-# ---------------------------------------------------------------------------------------------------- subwords
-xl_subwords() {
-  local tok=$WORK/tok spm=$WORK/spm/spm p=$WORK/pieces split
-  if ! xl_have "$spm.model" "$spm.vocab"; then
-    xl_log "sentencepiece: joint $SPM_TYPE model, vocabulary $SPM_VOCAB"
-    xl_text spm-train --input "$tok/train.$SRC" "$tok/train.$TGT" --model-prefix "$spm" \
-      --vocab-size "$SPM_VOCAB" --model-type "$SPM_TYPE" --character-coverage "$SPM_COVERAGE" \
-      --threads "$WORKERS" --seed "$SEED"
-    xl_done "$spm.model" "$spm.vocab"
-  fi
-  mkdir -p "$p"
-  for split in train valid test; do
-    # Source pieces come from `positions`, so the pieces fairseq sees and the XL positions line up exactly.
-    xl_step "$p/$split.xlpos" "$p/$split.$SRC" -- xlpos-prep positions --src "$tok/$split.$SRC" \
-      --order "$WORK/reorder/$split.order" --spm "$spm.model" --out "$p/$split.xlpos" --pieces-out "$p/$split.$SRC"
-    xl_step "$p/$split.$TGT" -- xl_text spm-encode --model "$spm.model" --input "$tok/$split.$TGT" \
-      --output "$p/$split.$TGT"
-  done
-}
-
-# ---------------------------------------------------------------------------------------------------- data-bin
-xl_databin() {
-  local p=$WORK/pieces d=$XL_DATABIN split
-  if ! xl_have "$d"; then
-    rm -rf "$d"  # a half-made data-bin from an interrupted run
-    xl_log "fairseq-preprocess: joined dictionary -> $d"
-    xl_run "$WORK/logs/preprocess.log" fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-      --trainpref "$p/train" --validpref "$p/valid" --testpref "$p/test" --destdir "$d" \
-      --joined-dictionary --workers "$WORKERS"
-    xl_done "$d"
-  fi
-  for split in train valid test; do
-    xl_step "$d/$split.$SRC-$TGT.xlpos.bin" "$d/$split.$SRC-$TGT.xlpos.idx" -- xlpos-prep binarize \
-      --xlpos "$p/$split.xlpos" --data-bin "$d" --split "$split" --source-lang "$SRC" --target-lang "$TGT"
-  done
+# ---------------------------------------------------------------------------------------------------- data
+# xl_prepare: $WORK/tok -> reorder/ (alignment, oracle, reorderer, orders, test.tau.json), spm/, pieces/, data-bin/
+# and prepare.json (the settings, e.g. the oracle's --attach-null: left for a Japanese source).
+xl_prepare() {
+  local args=(--work "$WORK" --src "$SRC" --tgt "$TGT" --workers "$WORKERS" --seed "$SEED"
+              --align-lines "$ALIGN_LINES" --reorder-train-lines "$REORDER_TRAIN_LINES"
+              --reorder-iterations "$REORDER_ITERATIONS" --reorder-shards "$REORDER_SHARDS"
+              --spm-vocab "$SPM_VOCAB" --spm-type "$SPM_TYPE" --spm-coverage "$SPM_COVERAGE")
+  [ -n "$REORDER_LOSS" ] && args+=(--reorder-loss "$REORDER_LOSS")
+  [ -n "$REORDER_ARGS" ] && args+=(--reorder-args "$REORDER_ARGS")
+  [ -n "$ATTACH_NULL" ] && args+=(--attach-null "$ATTACH_NULL")
+  [ "$VERBOSE" = 1 ] && args+=(--verbose-steps)
+  xlpos-prep prepare "${args[@]}" || exit 1
 }
 
 # ---------------------------------------------------------------------------------------------------- models
@@ -327,19 +175,16 @@ xl_task_args() {
   esac
 }
 
-# A killed training run resumes from fairseq's checkpoint_last.pt in $save (fairseq's own resume).
+# xl_train SYSTEM: fairseq-train into $WORK/checkpoints/SYSTEM; a killed run resumes from fairseq's
+# checkpoint_last.pt there (fairseq's own resume).
 xl_train() {
-  local system=$1 save=$WORK/checkpoints/$1 arch xl=()
-  xl_have "$save" && return 0
+  local system=$1 save=$WORK/checkpoints/$1 arch xl=() own
   xl_task_args "$system"
   if [ "$system" = baseline ]; then
     arch=$BASELINE_ARCH
   else
     arch=$XL_ARCH
-    # shellcheck disable=SC2206
-    local own
     case $system in xl-input) own=$XL_INPUT_ARGS ;; xl-head) own=$XL_HEAD_ARGS ;; *) own=$XL_ROPE_ARGS ;; esac
-    # shellcheck disable=SC2206
     # The reorderer and sentencepiece model go into every checkpoint, so fairseq-interactive and the hub
     # compute XL positions for raw text with nothing else given.
     # shellcheck disable=SC2206
@@ -351,10 +196,13 @@ xl_train() {
     save_args+=(--save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVG_LAST"
                 --no-epoch-checkpoints)
   fi
-  xl_log "train $system ($arch, $MAX_UPDATE updates; log: $save/train.log)"
-  local start=$SECONDS
+  local show=()
+  [ "$VERBOSE" = 1 ] && show=(--show)
+  mkdir -p "$save"
   # shellcheck disable=SC2086
-  xl_run "$save/train.log" fairseq-train "$XL_DATABIN" "${XL_TASK_ARGS[@]}" --arch "$arch" "${xl[@]}" \
+  xl_step "$save" --log "$save/train.log" "${show[@]}" \
+    --message "train $system ($arch, $MAX_UPDATE updates; log: $save/train.log)" -- \
+    fairseq-train "$XL_DATABIN" "${XL_TASK_ARGS[@]}" --arch "$arch" "${xl[@]}" \
     --source-lang "$SRC" --target-lang "$TGT" --share-all-embeddings $ARCH_ARGS \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 --lr "$LR" --lr-scheduler inverse_sqrt \
     --warmup-updates "$WARMUP" --warmup-init-lr 1e-07 --dropout "$DROPOUT" --weight-decay "$WEIGHT_DECAY" \
@@ -362,8 +210,6 @@ xl_train() {
     --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" \
     "${save_args[@]}" --seed "$SEED" --log-format simple --log-interval 50 --no-progress-bar \
     "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS
-  xl_done "$save"
-  xl_log "trained $system in $((SECONDS - start)) s"
 }
 
 # xl_checkpoint SYSTEM: the checkpoint to decode with (averaged when AVG_LAST > 1). Sets XL_CHECKPOINT.
@@ -374,39 +220,23 @@ xl_checkpoint() {
     return 0
   fi
   XL_CHECKPOINT=$save/checkpoint.avg$AVG_LAST.pt
-  xl_have "$XL_CHECKPOINT" && return 0
-  rm -f "$XL_CHECKPOINT.done"
   local which=(--num-epoch-checkpoints "$AVG_LAST")
   [ "$SAVE_INTERVAL_UPDATES" -gt 0 ] && which=(--num-update-checkpoints "$AVG_LAST")
-  "${PYTHON:-python}" "$XL_RECIPES_DIR/average_checkpoints.py" --inputs "$save" "${which[@]}" \
-    --output "$XL_CHECKPOINT" || xl_die "could not average the last $AVG_LAST checkpoints of $save; train for \
-more updates or set AVG_LAST=1 to decode with checkpoint_best.pt"
-  xl_done "$XL_CHECKPOINT"
+  xlpos-prep step "$XL_CHECKPOINT" -- "${PYTHON:-python}" "$XL_RECIPES_DIR/average_checkpoints.py" \
+    --inputs "$save" "${which[@]}" --output "$XL_CHECKPOINT" || xl_die "could not average the last $AVG_LAST \
+checkpoints of $save; train for more updates or set AVG_LAST=1 to decode with checkpoint_best.pt"
 }
 
 # xl_translate SYSTEM: translate the test set -> $WORK/out/SYSTEM/test.words (spm-decoded, word-tokenized).
 xl_translate() {
-  local system=$1 out=$WORK/out/$1
-  xl_have "$out/test.words" && return 0
+  local system=$1
   xl_checkpoint "$system"
   xl_task_args "$system"
-  mkdir -p "$out"
-  xl_log "translate test with $system"
   # shellcheck disable=SC2086
-  if ! xl_have "$out/generate.txt"; then
-    # --required-batch-size-multiple 1: fairseq 0.12 drops the last batch when its size is not a multiple of
-    # this (default 8), i.e. up to 7 test sentences (facebookresearch/fairseq#5036)
-    xl_into "$out/generate.txt" fairseq-generate "$XL_DATABIN" "${XL_TASK_ARGS[@]}" --source-lang "$SRC" \
-      --target-lang "$TGT" --gen-subset test --path "$XL_CHECKPOINT" --beam "$BEAM" --lenpen "$LENPEN" \
-      --max-tokens "$GEN_MAX_TOKENS" --required-batch-size-multiple 1 --seed "$SEED" "${XL_DEVICE_ARGS[@]}" \
-      $GEN_ARGS 2> "$out/generate.log" \
-      || { tail -n 25 "$out/generate.log" >&2; xl_die "fairseq-generate failed; log: $out/generate.log"; }
-    xl_done "$out/generate.txt"
-  fi
-  xl_text hypotheses --generate-output "$out/generate.txt" --expected "$(xl_lines "$WORK/tok/test.$TGT")" \
-    --output "$out/test.pieces"
-  xl_text spm-decode --model "$WORK/spm/spm.model" --input "$out/test.pieces" --output "$out/test.words"
-  xl_done "$out/test.words"
+  xlpos-prep translate --data-bin "$XL_DATABIN" --path "$XL_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" \
+    --spm "$WORK/spm/spm.model" --expected "$(xl_lines "$WORK/tok/test.$TGT")" --out-dir "$WORK/out/$system" -- \
+    "${XL_TASK_ARGS[@]}" --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$GEN_MAX_TOKENS" --seed "$SEED" \
+    "${XL_DEVICE_ARGS[@]}" $GEN_ARGS || exit 1
 }
 
 # xl_train_and_translate: every system of SYSTEMS.
@@ -424,7 +254,7 @@ xl_report() {
   for system in $SYSTEMS; do
     for f in "$WORK/scores/$system".*json; do [ -e "$f" ] && files+=("$f"); done
   done
-  xl_text report --title "$1" --scores "${files[@]}" --tau "$WORK/reorder/test.tau.json" --out "$WORK/results.txt"
+  xlpos-prep report --title "$1" --scores "${files[@]}" --tau "$WORK/reorder/test.tau.json" --out "$WORK/results.txt"
 }
 
 # xl_tokenize_and_clean L1 L2: $WORK/raw/{train,valid,test}.L -> normalized, tokenized $WORK/tok/*.L; only the
@@ -435,11 +265,11 @@ xl_tokenize_and_clean() {
     for lang in "$1" "$2"; do
       out=$tok/$split.$lang
       [ "$split" = train ] && out=$tok/train.unclean.$lang
-      xl_step "$out" -- xl_text tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
+      xl_step "$out" -- xlpos-prep tokenize --lang "$lang" --normalize --input "$raw/$split.$lang" --output "$out" \
         --workers "$WORKERS"
     done
   done
-  xl_step "$tok/train.$SRC" "$tok/train.$TGT" -- xl_text clean --src "$tok/train.unclean.$SRC" \
+  xl_step "$tok/train.$SRC" "$tok/train.$TGT" -- xlpos-prep clean --src "$tok/train.unclean.$SRC" \
     --tgt "$tok/train.unclean.$TGT" --src-out "$tok/train.$SRC" --tgt-out "$tok/train.$TGT" \
     --max-len "$CLEAN_MAX_LEN" --ratio "$CLEAN_RATIO"
 }
@@ -452,17 +282,15 @@ xl_wmt_eval_sets() {
     set_name=$VALID_SET
     [ "$split" = test ] && set_name=$TEST_SET
     for lang in "$1" "$2"; do
-      xl_have "$raw/$split.$lang" && continue
       if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
-        xl_into "$raw/$split.$lang" cat "$DATA/$split.$lang"
+        xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/$split.$lang"
       else
         side=src
         [ "$lang" = "$2" ] && side=ref
-        xl_log "sacrebleu -t $set_name -l $1-$2 --echo $side"
-        xl_into "$raw/$split.$lang" sacrebleu -t "$set_name" -l "$1-$2" --echo "$side" \
+        xlpos-prep step "$raw/$split.$lang" --stdout --message "sacrebleu -t $set_name -l $1-$2 --echo $side" -- \
+          sacrebleu -t "$set_name" -l "$1-$2" --echo "$side" \
           || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{$1,$2} into DATA instead"
       fi
-      xl_done "$raw/$split.$lang"
     done
     xl_check_parallel "$raw/$split.$1" "$raw/$split.$2"
   done

@@ -41,10 +41,9 @@ if [ -z "$DATA" ]; then
   for split in train valid test; do
     for lang in en de; do
       f=${NAME[$split]}.$lang
-      xl_have "$DATA/$f" || { xl_log "download $URL/$f.gz"
-        curl -fsSL --retry 3 "$URL/$f.gz" -o "$DATA/$f.gz" || xl_die "could not download $URL/$f.gz; fetch \
-train/val/test_2016_flickr.{en,de} by hand into a directory and set DATA to it"
-        gunzip -c "$DATA/$f.gz" > "$DATA/$f.tmp" && mv "$DATA/$f.tmp" "$DATA/$f" && xl_done "$DATA/$f"; }
+      xlpos-prep step "$DATA/$f" --stdout --message "download $URL/$f.gz" -- \
+        bash -o pipefail -c 'curl -fsSL --retry 3 "$1" | gunzip -c' _ "$URL/$f.gz" || xl_die "could not download \
+$URL/$f.gz; fetch train/val/test_2016_flickr.{en,de} by hand into a directory and set DATA to it"
     done
   done
 fi
@@ -54,25 +53,23 @@ for split in train valid test; do
   done
   xl_check_parallel "$DATA/${NAME[$split]}.en" "$DATA/${NAME[$split]}.de"
   for lang in en de; do
-    xl_step "$raw/$split.$lang" -- xl_into "$raw/$split.$lang" cat "$DATA/${NAME[$split]}.$lang"
+    xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/${NAME[$split]}.$lang"
     # 2. Moses tokenization (cased), the words the aligner and the reorderer work on
-    xl_step "$tok/$split.$lang" -- xl_text tokenize --lang "$lang" --input "$raw/$split.$lang" \
+    xl_step "$tok/$split.$lang" -- xlpos-prep tokenize --lang "$lang" --input "$raw/$split.$lang" \
       --output "$tok/$split.$lang" --workers "$WORKERS"
   done
 done
 
 # 3. reordering, subwords, data-bin, systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 4. detokenize and score against the raw references
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$out/test.detok" -- xlpos-prep detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$WORK/scores/$system.bleu.json" -- xlpos-prep score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --name BLEU --label "detokenized sacreBLEU vs the raw reference" \
     --out "$WORK/scores/$system.bleu.json"
 done

@@ -58,20 +58,18 @@ for split in train valid test; do
   done
   xl_check_parallel "$DATA/$split.src" "$DATA/$split.tgt"
   for lang in src tgt; do
-    xl_step "$WORK/tok/$split.$lang" -- xl_into "$WORK/tok/$split.$lang" cat "$DATA/$split.$lang"
+    xl_step "$WORK/tok/$split.$lang" --stdout -- cat "$DATA/$split.$lang"
   done
 done
 
 # 2. reordering, subwords, binarized data; 3. the systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 4. scores: the references are the tokenized targets, so BLEU is computed on those tokens as they are
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
-  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$WORK/out/$system/test.words" \
+  xl_step "$WORK/scores/$system.bleu.json" -- xlpos-prep score --system "$system" --hyp "$WORK/out/$system/test.words" \
     --ref "$WORK/tok/test.tgt" --tokenize none --name BLEU --label "sacreBLEU on the tokenized test set" \
     --out "$WORK/scores/$system.bleu.json"
 done

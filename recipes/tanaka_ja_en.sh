@@ -38,9 +38,8 @@ xl_defaults
 if [ -z "$DATA" ]; then
   DATA=$WORK/download
   for f in train.en train.ja dev.en dev.ja test.en test.ja; do
-    xl_have "$DATA/$f" || { mkdir -p "$DATA"; xl_log "download $URL/$f"
-      curl -fsSL --retry 3 "$URL/$f" -o "$DATA/$f.tmp" || xl_die "could not download $URL/$f; download the files \
-by hand into a directory and set DATA to it"; mv "$DATA/$f.tmp" "$DATA/$f"; xl_done "$DATA/$f"; }
+    xlpos-prep step "$DATA/$f" --stdout --message "download $URL/$f" -- curl -fsSL --retry 3 "$URL/$f" \
+      || xl_die "could not download $URL/$f; download the files by hand into a directory and set DATA to it"
   done
 fi
 for f in train.en train.ja dev.en dev.ja; do
@@ -57,28 +56,26 @@ tok=$WORK/tok
 mkdir -p "$tok"
 for lang in en ja; do
   if [ "$have_test" = 1 ]; then
-    xl_step "$tok/train.$lang" -- xl_into "$tok/train.$lang" cat "$DATA/train.$lang"
-    xl_step "$tok/test.$lang" -- xl_into "$tok/test.$lang" cat "$DATA/test.$lang"
+    xl_step "$tok/train.$lang" --stdout -- cat "$DATA/train.$lang"
+    xl_step "$tok/test.$lang" --stdout -- cat "$DATA/test.$lang"
   else
     n=$(xl_lines "$DATA/train.$lang")
     [ "$n" -gt $((2 * TEST_HOLDOUT)) ] || xl_die "$DATA/train.$lang has $n lines: too few to hold out $TEST_HOLDOUT as test"
     [ -e "$tok/test.$lang" ] || xl_log "no $DATA/test.$lang: the last $TEST_HOLDOUT training pairs are the test set"
-    xl_step "$tok/train.$lang" -- xl_into "$tok/train.$lang" head -n $((n - TEST_HOLDOUT)) "$DATA/train.$lang"
-    xl_step "$tok/test.$lang" -- xl_into "$tok/test.$lang" tail -n "$TEST_HOLDOUT" "$DATA/train.$lang"
+    xl_step "$tok/train.$lang" --stdout -- head -n $((n - TEST_HOLDOUT)) "$DATA/train.$lang"
+    xl_step "$tok/test.$lang" --stdout -- tail -n "$TEST_HOLDOUT" "$DATA/train.$lang"
   fi
-  xl_step "$tok/valid.$lang" -- xl_into "$tok/valid.$lang" cat "$DATA/dev.$lang"
+  xl_step "$tok/valid.$lang" --stdout -- cat "$DATA/dev.$lang"
 done
 
 # 2. reordering, subwords, data-bin, systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 3. scores on the corpus's tokens
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
-  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$WORK/out/$system/test.words" \
+  xl_step "$WORK/scores/$system.bleu.json" -- xlpos-prep score --system "$system" --hyp "$WORK/out/$system/test.words" \
     --ref "$tok/test.$TGT" --tokenize none --ribes --name BLEU \
     --label "tokenized BLEU (the corpus's own tokens: KyTea for ja, lowercased Moses-style for en)" \
     --out "$WORK/scores/$system.bleu.json"

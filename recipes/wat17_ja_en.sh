@@ -46,24 +46,21 @@ raw=$WORK/raw tok=$WORK/tok
 mkdir -p "$raw" "$tok"
 
 # 1. extract the Japanese and English fields: $raw/{train,valid,test}.{ja,en}
-# xl_aspec_field FIELD FILE...: the FIELD-th (1-based) " ||| "-separated field of every line; a line without it
-# is an error naming the file and line.
-xl_aspec_field() {
-  local field=$1; shift
-  awk -F ' \\|\\|\\| ' -v field="$field" '
+# "${XL_ASPEC_FIELD[@]}" field=N FILE...: the N-th (1-based) " ||| "-separated field of every line; a line without
+# it is an error naming the file and line.
+XL_ASPEC_FIELD=(awk -F ' \\|\\|\\| ' '
     NF < field { printf "error: %s:%d: expected at least %d \" ||| \"-separated fields, found %d\n", \
                  FILENAME, FNR, field, NF > "/dev/stderr"; exit 1 }
-    { print $field }' "$@"
-}
+    { print $field }')
 train_paths=()
 for f in $ASPEC_TRAIN_FILES; do train_paths+=("$ASPEC_DIR/train/$f"); done
-xl_step "$raw/train.ja" -- xl_into "$raw/train.ja" xl_aspec_field 4 "${train_paths[@]}"
-xl_step "$raw/train.en" -- xl_into "$raw/train.en" xl_aspec_field 5 "${train_paths[@]}"
+xl_step "$raw/train.ja" --stdout -- "${XL_ASPEC_FIELD[@]}" field=4 "${train_paths[@]}"
+xl_step "$raw/train.en" --stdout -- "${XL_ASPEC_FIELD[@]}" field=5 "${train_paths[@]}"
 for split in valid test; do
   f=$ASPEC_DIR/dev/dev.txt
   [ "$split" = test ] && f=$ASPEC_DIR/test/test.txt
-  xl_step "$raw/$split.ja" -- xl_into "$raw/$split.ja" xl_aspec_field 3 "$f"
-  xl_step "$raw/$split.en" -- xl_into "$raw/$split.en" xl_aspec_field 4 "$f"
+  xl_step "$raw/$split.ja" --stdout -- "${XL_ASPEC_FIELD[@]}" field=3 "$f"
+  xl_step "$raw/$split.en" --stdout -- "${XL_ASPEC_FIELD[@]}" field=4 "$f"
   xl_check_parallel "$raw/$split.ja" "$raw/$split.en"
 done
 
@@ -71,9 +68,7 @@ done
 xl_tokenize_and_clean ja en
 
 # 3. reordering, subwords, data-bin, systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 4. scores: tokenized BLEU + RIBES (re-tokenized output vs tokenized reference), and detokenized sacreBLEU
@@ -82,14 +77,14 @@ detok_tokenize=13a
 [ "$TGT" = ja ] && detok_tokenize=char
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_step "$out/test.retok" -- xl_text tokenize --lang "$TGT" --normalize --input "$out/test.detok" \
+  xl_step "$out/test.detok" -- xlpos-prep detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$out/test.retok" -- xlpos-prep tokenize --lang "$TGT" --normalize --input "$out/test.detok" \
     --output "$out/test.retok"
-  xl_step "$WORK/scores/$system.tok.json" -- xl_text score --system "$system" --hyp "$out/test.retok" \
+  xl_step "$WORK/scores/$system.tok.json" -- xlpos-prep score --system "$system" --hyp "$out/test.retok" \
     --ref "$tok/test.$TGT" --tokenize none --ribes --name tok-BLEU \
     --label "tokenized BLEU ($([ "$TGT" = ja ] && echo "fugashi/unidic-lite" || echo "Moses") tokens, not WAT's official segmentation)" \
     --out "$WORK/scores/$system.tok.json"
-  xl_step "$WORK/scores/$system.detok.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$WORK/scores/$system.detok.json" -- xlpos-prep score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --tokenize "$detok_tokenize" --name sacreBLEU \
     --label "detokenized sacreBLEU ($detok_tokenize tokenization) vs the raw reference" \
     --out "$WORK/scores/$system.detok.json"

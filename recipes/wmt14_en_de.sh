@@ -50,7 +50,7 @@ if [ -n "$DATA" ]; then
   done
   # raw training text may hold empty lines: the cleaning step drops those pairs
   xl_check_parallel --allow-empty "$DATA/train.en" "$DATA/train.de"
-  for lang in en de; do xl_step "$raw/train.$lang" -- xl_into "$raw/train.$lang" cat "$DATA/train.$lang"; done
+  for lang in en de; do xl_step "$raw/train.$lang" --stdout -- cat "$DATA/train.$lang"; done
 else
   dl=$WORK/download
   mkdir -p "$dl"
@@ -58,12 +58,12 @@ else
              http://statmt.org/wmt13/training-parallel-commoncrawl.tgz \
              http://statmt.org/wmt14/training-parallel-nc-v9.tgz; do
     f=$dl/$(basename "$url")
-    xl_have "$f.extracted" || { xl_log "download $url"
-      curl -fSL --retry 3 "$url" -o "$f" || xl_die "could not download $url"
-      tar -xzf "$f" -C "$dl" && touch "$f.extracted" && xl_done "$f.extracted"; }
+    xlpos-prep step "$f.extracted" --message "download $url" -- bash -c \
+      'curl -fSL --retry 3 "$1" -o "$2" && tar -xzf "$2" -C "$3" && touch "$2.extracted"' _ "$url" "$f" "$dl" \
+      || xl_die "could not download or extract $url"
   done
   for lang in en de; do
-    xl_step "$raw/train.$lang" -- xl_into "$raw/train.$lang" cat "$dl/training/europarl-v7.de-en.$lang" \
+    xl_step "$raw/train.$lang" --stdout -- cat "$dl/training/europarl-v7.de-en.$lang" \
       "$dl/commoncrawl.de-en.$lang" "$dl/training/news-commentary-v9.de-en.$lang"
   done
 fi
@@ -75,21 +75,19 @@ xl_wmt_eval_sets en de
 xl_tokenize_and_clean en de
 
 # 4. reordering, subwords, data-bin, systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 5. detokenize and score
 mkdir -p "$WORK/scores"
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$out/test.detok" -- xlpos-prep detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$WORK/scores/$system.bleu.json" -- xlpos-prep score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --name sacreBLEU --label "detokenized sacreBLEU vs the raw reference" \
     --out "$WORK/scores/$system.bleu.json"
   if [ "$TGT" = de ]; then
-    xl_step "$WORK/scores/$system.compound.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
+    xl_step "$WORK/scores/$system.compound.json" -- xlpos-prep score --system "$system" --hyp "$out/test.detok" \
       --ref "$raw/test.$TGT" --compound-split --lang de --tokenize none --name cs-BLEU \
       --label "tokenized compound-split BLEU (Moses tokenizer, ##AT##-##AT##; Vaswani et al. 2017 convention, not sacreBLEU)" \
       --out "$WORK/scores/$system.compound.json"

@@ -52,9 +52,9 @@ else
   mkdir -p "$dl"
   url=http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz
   f=$dl/$(basename "$url")
-  xl_have "$f.extracted" || { xl_log "download $url"
-    curl -fSL --retry 3 "$url" -o "$f" || xl_die "could not download $url"
-    tar -xzf "$f" -C "$dl" && touch "$f.extracted" && xl_done "$f.extracted"; }
+  xlpos-prep step "$f.extracted" --message "download $url" -- bash -c \
+    'curl -fSL --retry 3 "$1" -o "$2" && tar -xzf "$2" -C "$3" && touch "$2.extracted"' _ "$url" "$f" "$dl" \
+    || xl_die "could not download or extract $url"
   parts=("$dl/training/news-commentary-v12.zh-en")
   if [ -z "$EXTRA_PARALLEL_DIR" ]; then
     xl_log "WARNING: no EXTRA_PARALLEL_DIR: training on News Commentary v12 only; the WMT17 task also has the UN" \
@@ -71,7 +71,7 @@ if [ -n "$EXTRA_PARALLEL_DIR" ]; then
   done
 fi
 for lang in zh en; do
-  xl_step "$raw/train.$lang" -- xl_into "$raw/train.$lang" cat "${parts[@]/%/.$lang}"
+  xl_step "$raw/train.$lang" --stdout -- cat "${parts[@]/%/.$lang}"
 done
 
 # 2. validation and test sets
@@ -81,9 +81,7 @@ xl_wmt_eval_sets zh en
 xl_tokenize_and_clean zh en
 
 # 4. reordering, subwords, data-bin, systems
-xl_reordering
-xl_subwords
-xl_databin
+xl_prepare
 xl_train_and_translate
 
 # 5. detokenize and score
@@ -92,8 +90,8 @@ bleu_tokenize=13a
 [ "$TGT" = zh ] && bleu_tokenize=zh
 for system in $SYSTEMS; do
   out=$WORK/out/$system
-  xl_step "$out/test.detok" -- xl_text detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
-  xl_step "$WORK/scores/$system.bleu.json" -- xl_text score --system "$system" --hyp "$out/test.detok" \
+  xl_step "$out/test.detok" -- xlpos-prep detokenize --lang "$TGT" --input "$out/test.words" --output "$out/test.detok"
+  xl_step "$WORK/scores/$system.bleu.json" -- xlpos-prep score --system "$system" --hyp "$out/test.detok" \
     --ref "$raw/test.$TGT" --tokenize "$bleu_tokenize" --name sacreBLEU \
     --label "detokenized sacreBLEU ($bleu_tokenize tokenization) vs the raw reference" \
     --out "$WORK/scores/$system.bleu.json"

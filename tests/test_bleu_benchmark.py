@@ -136,9 +136,10 @@ def test_parse_train_log(tmp_path: Path) -> None:
 def test_missing_hypothesis_is_an_error(tmp_path: Path) -> None:
     gen = tmp_path / "gen.txt"
     gen.write_text("S-1\tx\nH-1\t-0.5\t▁b\nH-0\t-0.1\t▁a ▁c\n", encoding="utf-8")
-    assert bleu.read_hypotheses(gen, 2) == ["▁a ▁c", "▁b"]
-    with pytest.raises(SystemExit, match="no hypothesis for 1 of 3 sentences"):
-        bleu.read_hypotheses(gen, 3)
+    from xlpos_prep.scoring import read_hypotheses  # the recipes' and the benchmark's
+    assert read_hypotheses(str(gen), 2) == ["▁a ▁c", "▁b"]
+    with pytest.raises(ValueError, match=r"2 hypotheses for 3 test sentences \(first missing id: 2\)"):
+        read_hypotheses(str(gen), 3)
 
 
 def test_extra_test_sets_name_their_pair(tmp_path: Path) -> None:

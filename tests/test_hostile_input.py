@@ -1,4 +1,4 @@
-"""Hostile input and interruption (issue 11): what a careless user does to `xlpos-prep`, `text_tools.py`,
+"""Hostile input and interruption (issue 11): what a careless user does to `xlpos-prep` (its text steps included),
 fairseq-interactive and the plugin. Every case checks the exit status, that the one-line message names the
 file / line / option, and that the directory holding inputs and outputs is byte for byte what it was (no input
 changed, no partial output, no temporary left).
@@ -25,7 +25,8 @@ from conftest import PLUGIN_DIR, REPO, cli, run_cli, subprocess_env
 from xlpos_prep import cli as prep_cli
 from xlpos_prep.io import remove_stale_temporaries, step_done, writer_tag
 
-TEXT_TOOLS = REPO / "recipes" / "text_tools.py"
+# the console script as a real process (its text subcommands were recipes/text_tools.py)
+PREP = [sys.executable, "-m", "xlpos_prep.cli"]
 HIRAGANA = [chr(c) for c in range(0x3042, 0x3094)]
 
 
@@ -196,9 +197,9 @@ def test_binarize_into_its_own_input_is_refused(work, capsys):
             work, capsys, str(victim), "the binarized positions is also the input --xlpos")
 
 
-def test_text_tools_output_that_is_its_input_is_refused(work):
+def test_text_step_output_that_is_its_input_is_refused(work):
     before = tree_state(work)
-    proc = subprocess.run([sys.executable, str(TEXT_TOOLS), "spm-encode", "--model", str(work / "spm.model"),
+    proc = subprocess.run([*PREP, "spm-encode", "--model", str(work / "spm.model"),
                            "--input", str(work / "test.src"), "--output", str(work / "test.src")],
                           capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert proc.returncode == 1
@@ -449,8 +450,8 @@ def test_every_numeric_option_is_checked_before_any_work(command, option, value,
     assert f"argument {option}: " in line or f"error: {option} must be " in line
 
 
-def test_text_tools_numeric_option_is_one_line(work):
-    proc = subprocess.run([sys.executable, str(TEXT_TOOLS), "clean", "--src", str(work / "test.src"), "--tgt",
+def test_text_step_numeric_option_is_one_line(work):
+    proc = subprocess.run([*PREP, "clean", "--src", str(work / "test.src"), "--tgt",
                            str(work / "test.tgt"), "--src-out", str(work / "a"), "--tgt-out", str(work / "b"),
                            "--ratio", "nan"], capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert proc.returncode == 1
@@ -478,9 +479,9 @@ def test_a_sentencepiece_model_of_another_script_is_warned_about_with_the_rate(w
     assert prep(["positions", "--src", work / "test.src", "--order", work / "test.order", "--spm", work / "spm.model",
                  "--out", work / "y"], capsys)[0] == 0
     assert "<unk>" not in caplog.text
-    # the recipes' target side goes through text_tools spm-encode: the same warning
-    proc = subprocess.run([sys.executable, str(TEXT_TOOLS), "spm-encode", "--model", str(work / "ja.model"),
+    # the recipes' target side goes through `xlpos-prep spm-encode`: the same warning
+    proc = subprocess.run([*PREP, "spm-encode", "--model", str(work / "ja.model"),
                            "--input", str(work / "test.tgt"), "--output", str(work / "t.pieces")],
                           capture_output=True, text=True, env=subprocess_env(), timeout=60)
-    assert proc.returncode == 0 and re.search(r"warning: \S*ja\.model: \d+\.\d% of the \d+ pieces of \S*test\.tgt",
-                                              proc.stderr), proc.stderr
+    assert proc.returncode == 0 and re.search(
+        r"WARNING \| \S+ \| \S*ja\.model: \d+\.\d% of the \d+ pieces of \S*test\.tgt", proc.stderr), proc.stderr

@@ -1,6 +1,5 @@
 """Raw text -> on-the-fly XL positions, through the real fairseq-interactive and fairseq-generate CLIs and the
 inference pipeline in-process (conftest.py: `pipeline_corpus`, `pipeline_model`)."""
-import importlib.util
 import re
 import shutil
 import sys
@@ -11,7 +10,7 @@ import torch
 from fairseq.data import Dictionary
 
 import xlpos  # noqa: F401
-from conftest import PLUGIN_DIR, REPO, cli, run_cli
+from conftest import PLUGIN_DIR, cli, run_cli
 from xlpos_prep.reorderer import Reorderer
 from xlpos.tasks.xl_inference import FALLBACK, REORDERER, XLPositionPipeline
 from xlpos.tokenize import Detokenizer, WordTokenizer, WordTokenizerSpec
@@ -203,11 +202,14 @@ def test_checkpoint_state_round_trip_and_precedence(pipeline_corpus, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ tokenizers
-def _recipe_tokenizer(lang, normalize=False, lowercase=False):
-    spec = importlib.util.spec_from_file_location("text_tools", REPO / "recipes" / "text_tools.py")
-    text_tools = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(text_tools)
-    return text_tools._make_tokenizer(lang, normalize, lowercase)
+def _corpus_tokenization(lang, normalize, lowercase, lines, tmp_path):
+    """`xlpos-prep tokenize`, as the recipes tokenize their corpora."""
+    from xlpos_prep import cli as prep_cli
+    raw, tok = tmp_path / "raw.txt", tmp_path / "tok.txt"
+    raw.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    args = ["tokenize", "--lang", lang, "--input", str(raw), "--output", str(tok)]
+    assert prep_cli.main(args + ["--normalize"] * normalize + ["--lowercase"] * lowercase) == 0
+    return tok.read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.parametrize("kind,lang,line", [
@@ -217,13 +219,14 @@ def _recipe_tokenizer(lang, normalize=False, lowercase=False):
     ("zh", "zh", "我爱北京天安门，ABC１２３。"),
 ])
 @pytest.mark.parametrize("normalize,lowercase", [(False, False), (True, True)])
-def test_word_tokenizers_match_the_recipes(kind, lang, line, normalize, lowercase):
-    """Raw input must be tokenized exactly as recipes/text_tools.py tokenized the training corpus."""
+def test_word_tokenizers_match_the_recipes(kind, lang, line, normalize, lowercase, tmp_path):
+    """Raw input must be tokenized exactly as `xlpos-prep tokenize` tokenized the training corpus."""
     if kind in ("ja", "zh"):  # the optional `recipes` extra
         pytest.importorskip({"ja": "fugashi", "zh": "jieba"}[kind])
     ours = WordTokenizer(WordTokenizerSpec(kind, lang, normalize, lowercase))
-    assert ours(line) == _recipe_tokenizer(lang, normalize, lowercase)(line)
+    assert [" ".join(ours(line)), ""] == _corpus_tokenization(lang, normalize, lowercase, [line, "   "], tmp_path)
     assert ours("") == [] and ours("   ") == []
+    assert ours(line) != line.split()  # the tokenizer did split something
 
 
 def test_missing_optional_segmenter_says_how_to_install_it(monkeypatch):

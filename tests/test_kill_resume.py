@@ -49,8 +49,9 @@ KILL_POINTS = [
     ("oracle", lambda w: (w / "reorder" / "train.align.done").exists(), 0.0),
     ("train-reorderer", lambda w: (w / "reorder" / "reorderer.model.snapshot").exists(), 0.0),
     ("positions", lambda w: (w / "spm" / "spm.model.done").exists(), 0.3),
-    ("fairseq-preprocess", lambda w: (w / "data-bin").exists(), 0.5),
-    ("binarize", lambda w: (w / "data-bin.done").exists(), 0.2),
+    # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
+    ("fairseq-preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.5),
+    ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.2),
     ("fairseq-train", lambda w: (w / "checkpoints" / "xl-input").exists(), 1.5),
     ("decoding", lambda w: (w / "out" / "xl-input").exists(), 0.5),
 ]

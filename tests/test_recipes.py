@@ -230,7 +230,7 @@ def test_wat17_ja_en_from_an_aspec_layout(tmp_path):
                                                 checkpoint_file="checkpoint_best.pt",
                                                 data_name_or_path=str(work / "data-bin"))
     line = "“This is a pen,” he said."
-    subprocess.run([sys.executable, str(RECIPES / "text_tools.py"), "tokenize", "--lang", "en", "--normalize",
+    subprocess.run([sys.executable, "-m", "xlpos_prep.cli", "tokenize", "--lang", "en", "--normalize",
                     "--input", str(write(tmp_path / "raw.en", [line])), "--output", str(tmp_path / "tok.en")],
                    check=True)
     assert hub.tokenizer.encode(line) == (tmp_path / "tok.en").read_text().strip() != line

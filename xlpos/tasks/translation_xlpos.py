@@ -113,7 +113,7 @@ class TranslationXLPosConfig(TranslationConfig):
     xl_word_tokenizer: Optional[WORD_TOKENIZER_CHOICES] = field(
         default=None,
         metadata={"help": "how raw input is split into the words the reorderer and sentencepiece were trained on, "
-                          "as the training corpus was tokenized (recipes/text_tools.py tokenize): none (input is "
+                          "as the training corpus was tokenized (xlpos-prep tokenize): none (input is "
                           "already tokenized), moses (sacremoses), ja (fugashi + unidic-lite), zh (jieba); stored in "
                           "checkpoints; default: the checkpoint's, else none"},
     )
@@ -125,7 +125,7 @@ class TranslationXLPosConfig(TranslationConfig):
     xl_normalize: Optional[bool] = field(
         default=None,
         metadata={"help": "normalize raw input before word tokenization (moses: punctuation normalization; "
-                          "ja/zh: NFKC), as `text_tools.py tokenize --normalize`; stored in checkpoints"},
+                          "ja/zh: NFKC), as `xlpos-prep tokenize --normalize`; stored in checkpoints"},
     )
     xl_lowercase: Optional[bool] = field(
         default=None,

@@ -1,0 +1,618 @@
+"""The data pipeline, once: tokenized parallel splits -> word alignment -> oracle ranks -> BTG reorderer -> orders
+of every split -> reordering scores -> joint sentencepiece -> pieces + piece-level XL positions -> fairseq data-bin
+with binarized XL positions. The recipes run it as `xlpos-prep prepare`, benchmarks/bleu.py calls `prepare()`;
+docs/pipeline.md describes every step, what it reads and writes, and the layout.
+
+Every step runs through `Steps.step`, the one implementation of the completion rule (preprocess/io.py
+step_done/start_step/finish_step): a step is skipped only when it completed, i.e. all its outputs exist and have
+their OUTPUT.done marker, written after them. So a run killed at any moment and started again gives what an
+uninterrupted run gives. `xlpos-prep step OUT... -- CMD` applies the same rule to a recipe's own commands
+(downloads, corpus preparation).
+
+Each step runs its `xlpos-prep` subcommand (or fairseq-preprocess and `xlpos-prep binarize`) as a child process:
+this module never imports fairseq or torch, and a step's log says exactly what was run.
+
+    xlpos-prep prepare --work WORK --src ja --tgt en --workers 2       # WORK/tok/{train,valid,test}.{ja,en}
+    xlpos-prep step WORK/tok/train.en --stdout -- head -n 1000 corpus.en
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, declare_files, finish_step, float_option,
+                 int_option, read_lines, run_child, start_step, step_done)
+from .text import write_lines
+
+SPLITS = ("train", "valid", "test")
+ATTACH_NULL_BY_SOURCE = {"ja": "left"}  # measured better for Japanese sources (README, reorderer benchmark)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def default_attach_null(src: str) -> str:
+    """Where the oracle attaches a source word without alignment links: to its left neighbour's target span for
+    a Japanese source (head-final: particles follow the word they belong to), else to the right one (lader's
+    default). The one place this default is decided."""
+    return ATTACH_NULL_BY_SOURCE.get(src, "right")
+
+
+def count_lines(path: str | os.PathLike) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+# ------------------------------------------------------------------------------------------------ steps
+class Steps:
+    """Runs the steps of one pipeline (or of a recipe's own commands): skips those that completed, marks the ones
+    it runs complete after they return, and keeps the wall time of each beside the outputs (times.json), so that
+    a resumed run still reports the first run's timings."""
+
+    def __init__(self, times_path: str | os.PathLike | None = None):
+        self.path = Path(times_path) if times_path else None
+        self.times: dict[str, float] = {}
+        if self.path is not None and self.path.exists():
+            self.times = json.loads(self.path.read_text(encoding="utf-8"))
+
+    def _save(self) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(str(self.path)) as f:
+                json.dump(self.times, f, indent=2)
+                f.write("\n")
+
+    def step(self, name: str, outputs: Sequence[str | os.PathLike], make: Callable[[], object]) -> float | None:
+        """Run `make` to produce `outputs` unless the step completed; its wall seconds (recorded ones when
+        skipped, None when never recorded)."""
+        # A time is recorded only once a step completed, so a recorded step of a work directory made before the
+        # markers existed is complete too: mark it.
+        if step_done(outputs) or (name in self.times and all(os.path.exists(p) for p in outputs)):
+            finish_step(outputs, name)
+            log(f"skip: {name}: {os.fspath(outputs[0])}{' ...' if len(outputs) > 1 else ''} (done)")
+            return self.times.get(name)
+        start_step(outputs)
+        if self.times.pop(name, None) is not None:
+            self._save()
+        t0 = time.perf_counter()
+        make()
+        finish_step(outputs, name)  # an output the step did not write is an error naming it
+        self.times[name] = round(time.perf_counter() - t0, 2)
+        self._save()
+        return self.times[name]
+
+
+def run(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike, stdout_path: str | os.PathLike | None = None,
+        verbose: bool = False) -> None:
+    """Run one command of a step, with its output appended to `log_path` (with `verbose`, also shown) and its
+    stdout written to `stdout_path` atomically when given. A failure shows the end of the log and raises
+    StepFailed, so that the step is not marked complete."""
+    cmd = [os.fspath(c) for c in cmd]
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as err:
+        err.write("$ " + shlex.join(cmd) + "\n")
+        err.flush()
+        if verbose and stdout_path is None:  # shown and kept
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            assert proc.stdout is not None
+            for text in proc.stdout:
+                sys.stderr.write(text)
+                err.write(text)
+            status = proc.wait()
+        elif stdout_path is None:
+            status = run_child(cmd, stdout=err, stderr=err)
+        else:
+            sink = None if verbose else err
+            with atomic_output(os.fspath(stdout_path)) as out:
+                status = run_child(cmd, stdout=out, stderr=sink)
+                if status:
+                    raise StepFailed(_failure(cmd, status, log_path))
+    if status:
+        raise StepFailed(_failure(cmd, status, log_path))
+
+
+class StepFailed(ExternalToolError):
+    """A command of a step failed; the message holds the end of its log."""
+
+
+def _failure(cmd: list[str], status: int, log_path: Path) -> str:
+    """Shows the end of the log; the one-line message of the failure."""
+    sys.stderr.write("".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-25:]))
+    name = " ".join(cmd[2:4]) if cmd[1:2] == ["-m"] else os.path.basename(cmd[0])  # python -m MODULE [COMMAND]
+    return f"{name} failed (exit {status}); the end of its log ({log_path}) is above"
+
+
+def prep_cmd(*args: str | os.PathLike) -> list[str]:
+    """An `xlpos-prep` subcommand run by this interpreter (no PATH lookup)."""
+    return [sys.executable, "-m", f"{__package__}.cli", *map(os.fspath, args)]
+
+
+def head_lines(path: str | os.PathLike, n: int) -> list[str]:
+    return read_lines(os.fspath(path))[:n]
+
+
+# ------------------------------------------------------------------------------------------------ configuration
+@dataclass
+class PrepareConfig:
+    """What `prepare` does; recorded as JSON beside its outputs (Layout.config). Defaults are the recipes'."""
+    src: str
+    tgt: str
+    workers: int = 1
+    seed: int = 1
+    splits: tuple = SPLITS
+    align_splits: tuple = ("train", "test")  # aligned together; the test alignment only gives the oracle the
+    #                                          reorderer is evaluated against, no model sees test targets
+    align_lines: int = 0                     # first N training pairs aligned (0: all)
+    align_reversed: bool = False             # the alignment is made target-source (one file shared by a corpus's
+    #                                          two directions) and swapped for the oracle
+    full_oracle: bool = False                # oracle ranks for every aligned line, not only the reorderer's
+    reorder_train_lines: int = 0             # first N aligned training pairs train the reorderer (0: all)
+    reorder_iterations: int = 0              # 0: train-reorderer's default
+    reorder_loss: str = ""
+    reorder_args: list = field(default_factory=list)
+    reorder_shards: int = 1                  # >1: each split reordered as that many --shard jobs at once
+    attach_null: str = ""                    # "": default_attach_null(src)
+    eval_splits: tuple = ("test",)           # reordering scores (Kendall tau, FRS) against the oracle
+    spm_vocab: int = 8000
+    spm_type: str = "unigram"
+    spm_coverage: float = 1.0
+    data_bin: bool = True
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        self.attach_null = self.attach_null or default_attach_null(self.src)
+        missing = [s for s in self.eval_splits if s not in self.align_splits]
+        if missing:
+            raise ValueError(f"reordering scores of {', '.join(missing)} need its alignment: add it to align_splits")
+        for name in ("workers", "reorder_shards"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+
+    def recorded(self) -> dict:
+        """The settings that decide the outputs (not workers, shards or verbosity)."""
+        out = asdict(self)
+        for key in ("workers", "reorder_shards", "verbose"):
+            out.pop(key)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every file of the pipeline lives: templates with {split} and {lang}. `recipe(work)` is the layout the
+    recipes document (recipes/README.md); benchmarks/bleu.py keeps its own cache layout."""
+    tok: str                 # input: tokenized words, {split}.{lang}
+    align_input: str         # the aligned pairs, one file per language ({lang})
+    align_all: str           # their alignment (eflomal + grow-diag-final-and)
+    alignment: str           # per split, source-target, the lines the oracle covers ({split})
+    oracle_src: str          # source lines of a split the oracle covers only in part ({split})
+    oracle: str              # oracle ranks ({split})
+    reorderer_src: str       # the reorderer's training lines, when fewer than the oracle covers
+    reorderer_oracle: str
+    reorderer: str           # the model
+    order: str               # predicted orders ({split})
+    evaluation: str          # reordering scores of the predicted orders vs the oracle ({split})
+    spm_prefix: str          # PREFIX.model, PREFIX.vocab
+    pieces: str              # pieces fairseq binarizes ({split}.{lang})
+    xlpos: str               # piece-level XL positions ({split})
+    data_bin: str
+    logs: str                # directory of the steps' logs
+    config: str              # the recorded PrepareConfig
+    times: str | None = None       # wall time per step (None: not kept)
+    align_times: str | None = None  # for the alignment step, when shared with other pipelines (bleu.py)
+
+    @classmethod
+    def recipe(cls, work: str | os.PathLike) -> "Layout":
+        w = os.fspath(work)
+        return cls(tok=f"{w}/tok/{{split}}.{{lang}}", align_input=f"{w}/reorder/align-input.{{lang}}",
+                   align_all=f"{w}/reorder/align.txt", alignment=f"{w}/reorder/{{split}}.align",
+                   oracle_src=f"{w}/reorder/{{split}}.src", oracle=f"{w}/reorder/{{split}}.oracle",
+                   reorderer_src=f"{w}/reorder/train-subset.src", reorderer_oracle=f"{w}/reorder/train-subset.oracle",
+                   reorderer=f"{w}/reorder/reorderer.model", order=f"{w}/reorder/{{split}}.order",
+                   evaluation=f"{w}/reorder/{{split}}.tau.json", spm_prefix=f"{w}/spm/spm",
+                   pieces=f"{w}/pieces/{{split}}.{{lang}}", xlpos=f"{w}/pieces/{{split}}.xlpos",
+                   data_bin=f"{w}/data-bin", logs=f"{w}/logs", config=f"{w}/prepare.json")
+
+    def path(self, slot: str, split: str = "", lang: str = "") -> str:
+        return getattr(self, slot).format(split=split, lang=lang)
+
+
+@dataclass
+class Prepared:
+    """What `prepare` made: the layout, the resolved configuration, line counts and the wall time of every step
+    (None: done by an earlier run that did not record it)."""
+    layout: Layout
+    config: PrepareConfig
+    lines: dict
+    seconds: dict
+
+    @property
+    def spm_model(self) -> str:
+        return self.layout.spm_prefix + ".model"
+
+
+# ------------------------------------------------------------------------------------------------ the pipeline
+def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
+    """Run (or resume) every step for the tokenized splits at layout.tok; see the module docstring."""
+    steps = Steps(layout.times)
+    align_steps = Steps(layout.align_times) if layout.align_times else steps
+    s, t = cfg.src, cfg.tgt
+    tok = {(split, lang): layout.path("tok", split, lang) for split in cfg.splits for lang in (s, t)}
+    for path in tok.values():
+        if not os.path.isfile(path):
+            raise InputError(path, None, "tokenized input not found")
+    # A work directory made before steps left .done markers: its trained models would be paired with redone (and,
+    # eflomal being unseeded, different) data. Say so before redoing anything.
+    if os.path.exists(os.path.join(layout.data_bin, "preprocess.done")) and not step_done([layout.data_bin]):
+        raise InputError(layout.data_bin, None, "made by an older xlpos whose steps left no completion markers "
+                         "(OUTPUT.done): delete the work directory, or move it away, and rerun")
+    _record_config(cfg, layout)
+    n = {split: count_lines(tok[split, s]) for split in cfg.splits}
+    n_align = min(cfg.align_lines or n["train"], n["train"])
+    n_reorder = min(cfg.reorder_train_lines or n_align, n_align)
+    # the lines of each split the oracle covers: all aligned ones, or only the reorderer's training lines
+    covered = {split: (n_align if cfg.full_oracle else n_reorder) if split == "train" else n[split]
+               for split in cfg.align_splits}
+    seconds: dict = {}
+    logs = Path(layout.logs)
+
+    # ---- word alignment of the aligned splits at once (eflomal learns from all of them)
+    a0, a1 = (t, s) if cfg.align_reversed else (s, t)
+    counts = {split: n_align if split == "train" else n[split] for split in cfg.align_splits}
+    align_name = f"align ({'+'.join(cfg.align_splits)})"
+
+    def make_alignment() -> None:
+        log(f"align: {' + '.join(f'{counts[x]} {x}' for x in cfg.align_splits)} sentence pairs")
+        for lang in (a0, a1):
+            write_lines(layout.path("align_input", lang=lang),
+                        (line for x in cfg.align_splits for line in head_lines(tok[x, lang], counts[x])))
+        run(prep_cmd("align", "--src", layout.path("align_input", lang=a0), "--tgt",
+                     layout.path("align_input", lang=a1), "--out", layout.align_all, "--seed", str(cfg.seed)),
+            logs / "align.log", verbose=cfg.verbose)
+
+    seconds[align_name] = align_steps.step(align_name, [layout.align_all], make_alignment)
+    if count_lines(layout.align_all) != sum(counts.values()):
+        raise InputError(layout.align_all, None, f"has {count_lines(layout.align_all)} lines, not the "
+                         f"{sum(counts.values())} of the aligned pairs: the corpus changed since it was made; "
+                         f"delete it (and what was made from it) to redo the alignment")
+
+    # ---- per split: the source-target alignment of the covered lines, and their oracle ranks
+    start = 0
+    for split in cfg.align_splits:
+        first = start
+        start += counts[split]
+
+        def make_split_alignment(split=split, first=first) -> None:
+            links = read_lines(layout.align_all)[first:first + covered[split]]
+            if cfg.align_reversed:
+                links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
+            write_lines(layout.path("alignment", split), links)
+
+        seconds[f"alignment {split}"] = steps.step(f"alignment {split}", [layout.path("alignment", split)],
+                                                   make_split_alignment)
+        src = tok[split, s]
+        if covered[split] < n[split]:
+            src = layout.path("oracle_src", split)
+            seconds[f"oracle source {split}"] = steps.step(
+                f"oracle source {split}", [src],
+                lambda split=split, src=src: write_lines(src, head_lines(tok[split, s], covered[split])))
+        oracle = layout.path("oracle", split)
+
+        def make_oracle(src=src, split=split, oracle=oracle) -> None:
+            run(prep_cmd("oracle", "--src", src, "--align", layout.path("alignment", split), "--out", oracle,
+                         "--attach-null", cfg.attach_null, "--workers", str(cfg.workers)),
+                logs / "oracle.log", verbose=cfg.verbose)
+
+        seconds[f"oracle {split}"] = steps.step(f"oracle {split}", [oracle], make_oracle)
+
+    # ---- the reorderer, on the first n_reorder covered training lines
+    train_src = tok["train", s] if covered["train"] == n["train"] else layout.path("oracle_src", "train")
+    train_oracle = layout.path("oracle", "train")
+    if n_reorder < covered["train"]:
+        def make_subset() -> None:
+            write_lines(layout.reorderer_src, head_lines(train_src, n_reorder))
+            write_lines(layout.reorderer_oracle, head_lines(train_oracle, n_reorder))
+        seconds["reorderer training lines"] = steps.step(
+            "reorderer training lines", [layout.reorderer_src, layout.reorderer_oracle], make_subset)
+        train_src, train_oracle = layout.reorderer_src, layout.reorderer_oracle
+
+    def make_reorderer() -> None:
+        # a killed run's snapshot (MODEL.snapshot) is resumed: the model an uninterrupted run gives
+        resume = os.path.exists(layout.reorderer + ".snapshot")
+        iterations = f"{cfg.reorder_iterations} iterations" if cfg.reorder_iterations else "default iterations"
+        log(f"train-reorderer: {n_reorder} sentences, {iterations}{' (resuming its snapshot)' if resume else ''}")
+        run(prep_cmd("train-reorderer", "--src", train_src, "--oracle", train_oracle, "--model", layout.reorderer,
+                     *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
+                     *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
+                     *(["--resume"] if resume else [])),
+            logs / "train-reorderer.log", verbose=cfg.verbose)
+
+    seconds["train-reorderer"] = steps.step("train-reorderer", [layout.reorderer], make_reorderer)
+
+    # ---- the model's own orders for every split, training included: training and test then see the same kind of
+    # XL positions (DESIGN.md)
+    for split in cfg.splits:
+        seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, tok[split, s], layout.path("order", split),
+                                              f"reorder {split}", cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+    for split in cfg.eval_splits:
+        out = layout.path("evaluation", split)
+        seconds[f"evaluate {split}"] = steps.step(f"evaluate {split}", [out], lambda split=split, out=out: (
+            evaluate_reordering(layout.path("order", split), layout.path("oracle", split), out)))
+
+    # ---- joint sentencepiece, pieces and XL positions
+    spm_model = layout.spm_prefix + ".model"
+    seconds["spm-train"] = steps.step("spm-train", [spm_model], lambda: (
+        log(f"sentencepiece: joint {cfg.spm_type} model, vocabulary {cfg.spm_vocab}"),
+        run(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix", layout.spm_prefix,
+                     "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type, "--character-coverage",
+                     str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed", str(cfg.seed)),
+            logs / "spm.log", verbose=cfg.verbose)))
+    for split in cfg.splits:
+        pieces(steps, tok[split, s], tok[split, t], layout.path("order", split), spm_model,
+               layout.path("xlpos", split), layout.path("pieces", split, s), layout.path("pieces", split, t),
+               split, cfg.workers, logs, cfg.verbose, seconds)
+
+    # ---- fairseq-preprocess (joined dictionary) + binarized XL positions
+    if cfg.data_bin:
+        prefix = {split: layout.path("pieces", split, "").rstrip(".") for split in cfg.splits}
+        seconds["data-bin"] = steps.step("data-bin", [layout.data_bin], lambda: make_data_bin(
+            s, t, prefix, layout.data_bin, {split: layout.path("xlpos", split) for split in cfg.splits},
+            cfg.workers, logs / "preprocess.log", verbose=cfg.verbose))
+    return Prepared(layout, cfg, {"sentences": n, "aligned_train": n_align, "reorderer_train": n_reorder}, seconds)
+
+
+def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
+    """prepare.json holds the settings the outputs were made with; a rerun with other settings would mix outputs
+    of both, so it stops and says what differs. A work directory made before the file existed gets it, saying
+    that its oracle (if made) used lader's default attachment."""
+    path = Path(layout.config)
+    recorded = cfg.recorded()
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        differ = [k for k in recorded if k in old and old[k] != recorded[k]]
+        if differ:
+            raise InputError(str(path), None, "made with other settings (" + ", ".join(
+                f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in differ) + "): use another work directory, or "
+                "delete it to start over")
+        return
+    if step_done([cfg_path for cfg_path in (layout.path("oracle", "train"),)]):
+        recorded["attach_null"] = "right"
+        recorded["note"] = "the oracle was made before prepare.json existed, with lader's default --attach-null right"
+        if cfg.attach_null != "right":
+            log(f"note: {layout.path('oracle', 'train')} was made before --attach-null {cfg.attach_null} became "
+                f"the default for {cfg.src} sources; it is kept (delete the work directory to redo it)")
+        cfg.attach_null = "right"
+    log("prepare: " + ", ".join(f"{k}={v}" for k, v in recorded.items() if k != "note"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(str(path)) as f:
+        json.dump(recorded, f, indent=2)
+        f.write("\n")
+
+
+def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: int = 1, shards: int = 1,
+            logs: Path | None = None, verbose: bool = False) -> float | None:
+    """`xlpos-prep reorder` of one file; with shards > 1 as that many --shard jobs at once (each a step of its own,
+    so a killed run redoes only unfinished shards), concatenated in order."""
+    log_path = logs / "reorder.log" if logs else None
+    if shards <= 1 or step_done([out]):
+        return steps.step(name, [out], lambda: run(prep_cmd("reorder", "--model", model, "--src", src, "--out", out,
+                                                            "--workers", str(workers)), log_path, verbose=verbose))
+
+    def make() -> None:
+        per_shard = -(-workers // shards)
+        parts = [f"{out}.shard{i}" for i in range(shards)]
+        todo = [i for i in range(shards) if not step_done([parts[i]])]
+        procs = []
+        for i in todo:
+            start_step([parts[i]])
+            cmd = prep_cmd("reorder", "--model", model, "--src", src, "--out", parts[i], "--shard", f"{i}/{shards}",
+                           "--workers", str(per_shard))
+            log("$ " + shlex.join(cmd))
+            procs.append((i, subprocess.Popen(cmd)))
+        failed = [i for i, p in procs if p.wait() != 0]
+        if failed:
+            raise StepFailed(f"reordering {src} failed (--shard {failed[0]}/{shards})")
+        for i, _ in procs:
+            finish_step([parts[i]], f"{name} shard {i}")
+        with atomic_output(out) as f:
+            for part in parts:
+                with open(part, encoding="utf-8") as p:
+                    shutil.copyfileobj(p, f)
+        for part in parts:
+            for path in (part, part + ".done"):
+                os.unlink(path)
+
+    return steps.step(name, [out], make)
+
+
+def evaluate_reordering(order: str, oracle: str, out: str) -> None:
+    """Kendall tau and FRS of the predicted orders and of the monotone and reversed baselines vs the oracle."""
+    from .metrics import evaluate_orders, monotone_order, read_orders, reversed_order
+    from .oracle import read_oracle
+    ranks = read_oracle(oracle)
+    lengths = [len(r) for r in ranks]
+    orders = read_orders(order, lengths, oracle)
+    with atomic_output(out) as f:
+        json.dump({name: asdict(evaluate_orders(o, ranks)) for name, o in (
+            ("reorderer", orders), ("monotone", [monotone_order(k) for k in lengths]),
+            ("reversed", [reversed_order(k) for k in lengths]))}, f, indent=2)
+        f.write("\n")
+
+
+def pieces(steps: Steps, src: str, tgt: str | None, order: str, spm_model: str, xlpos: str, src_pieces: str,
+           tgt_pieces: str | None, split: str, workers: int, logs: Path, verbose: bool, seconds: dict) -> None:
+    """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces."""
+    seconds[f"positions {split}"] = steps.step(f"positions {split}", [xlpos, src_pieces], lambda: run(
+        prep_cmd("positions", "--src", src, "--order", order, "--spm", spm_model, "--out", xlpos, "--pieces-out",
+                 src_pieces, "--workers", str(workers)), logs / "positions.log", verbose=verbose))
+    if tgt is not None and tgt_pieces is not None:
+        seconds[f"spm-encode {split}"] = steps.step(f"spm-encode {split}", [tgt_pieces], lambda: run(
+            prep_cmd("spm-encode", "--model", spm_model, "--input", tgt, "--output", tgt_pieces), logs / "spm.log",
+            verbose=verbose))
+
+
+def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, workers: int, log_path: Path,
+                  dicts: str | None = None, verbose: bool = False) -> None:
+    """fairseq-preprocess of the pieces (`prefixes`: split -> PREFIX of PREFIX.{src,tgt}; a joined dictionary, or
+    the dictionaries of the data-bin `dicts`) and `xlpos-prep binarize` of each split's XL positions, built in
+    DEST.tmp and renamed when complete."""
+    tmp = dest + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)  # a killed run's
+    names = {"train": "--trainpref", "valid": "--validpref", "test": "--testpref"}
+    args = [a for split, prefix in prefixes.items() for a in (names[split], prefix)]
+    args += (["--srcdict", f"{dicts}/dict.{src}.txt", "--tgtdict", f"{dicts}/dict.{tgt}.txt"] if dicts
+             else ["--joined-dictionary"])
+    log(f"fairseq-preprocess -> {dest}")
+    run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt, *args,
+         "--destdir", tmp, "--workers", str(workers)], log_path, verbose=verbose)
+    for split, path in xlpos.items():
+        run(prep_cmd("binarize", "--xlpos", path, "--data-bin", tmp, "--split", split, "--source-lang", src,
+                     "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+
+
+# ------------------------------------------------------------------------------------------------ CLI: prepare
+def run_prepare(args: argparse.Namespace) -> int:
+    cfg = PrepareConfig(
+        src=args.src, tgt=args.tgt, workers=args.workers, seed=args.seed, align_lines=args.align_lines,
+        reorder_train_lines=args.reorder_train_lines, reorder_iterations=args.reorder_iterations,
+        reorder_loss=args.reorder_loss or "", reorder_args=shlex.split(args.reorder_args or ""),
+        reorder_shards=args.reorder_shards, attach_null=args.attach_null or "", spm_vocab=args.spm_vocab,
+        spm_type=args.spm_type, spm_coverage=args.spm_coverage, data_bin=not args.no_data_bin,
+        verbose=args.verbose_steps)
+    prepare(cfg, Layout.recipe(args.work))
+    return 0
+
+
+def configure_prepare(p: argparse.ArgumentParser) -> None:
+    p.epilog = """examples:
+  xlpos-prep prepare --work work --src ja --tgt en --workers 2
+  xlpos-prep prepare --work work --src en --tgt de --align-lines 1000000 --reorder-train-lines 100000 \\
+      --spm-vocab 32000 --spm-type bpe --reorder-shards 4 --workers 16
+
+reads WORK/tok/{train,valid,test}.{SRC,TGT} (tokenized words, one sentence per line, no empty line) and writes
+WORK/reorder/, WORK/spm/, WORK/pieces/, WORK/data-bin/ and WORK/prepare.json (the settings); see docs/pipeline.md.
+Every step is skipped when it completed: rerun to resume."""
+    p.add_argument("--work", required=True, help="work directory holding tok/")
+    p.add_argument("--src", required=True, help="source language code (file suffix)")
+    p.add_argument("--tgt", required=True, help="target language code")
+    p.add_argument("--workers", type=WORKERS, default=1, help="processes for per-sentence steps")
+    p.add_argument("--seed", type=SEED, default=1)
+    p.add_argument("--align-lines", type=int_option(0, 10**12), default=0,
+                   help="align the first N training pairs (plus test; 0: all)")
+    p.add_argument("--reorder-train-lines", type=int_option(0, 10**12), default=0,
+                   help="train the reorderer on the first N aligned pairs (0: all)")
+    p.add_argument("--reorder-iterations", type=int_option(0, 10_000), default=10,
+                   help="reorderer training passes (default 10; 0: train-reorderer's default)")
+    p.add_argument("--reorder-loss", help="the reorderer's training loss (default: train-reorderer's)")
+    p.add_argument("--reorder-args", help="further train-reorderer options, one string")
+    p.add_argument("--reorder-shards", type=int_option(1, 1024), default=1,
+                   help="reorder each split as N parallel --shard jobs")
+    p.add_argument("--attach-null", choices=("left", "right"),
+                   help="oracle attachment of unaligned source words (default: left for a ja source, else right)")
+    p.add_argument("--spm-vocab", type=int_option(2, 10_000_000), default=8000)
+    p.add_argument("--spm-type", choices=("unigram", "bpe"), default="unigram")
+    p.add_argument("--spm-coverage", type=float_option(0, 1, lo_open=True), default=1.0)
+    p.add_argument("--no-data-bin", action="store_true", help="stop before fairseq-preprocess")
+    p.add_argument("--verbose-steps", action="store_true", help="show every step's log as well as writing it")
+    p.set_defaults(run=run_prepare)
+    declare_files(p, input_dirs=("work",))
+
+
+# ------------------------------------------------------------------------------------------------ CLI: step
+@dataclass
+class StepRequest:
+    """`xlpos-prep step` parsed: what the command makes and how to run it."""
+    outputs: list
+    command: list
+    stdout: bool = False
+    log: str | None = None
+    show: bool = False
+    message: str | None = None
+
+
+def parse_step(words: Sequence[str]) -> StepRequest:
+    words = list(words)
+    if "--" not in words:
+        raise ValueError("expected OUTPUT... [--stdout] [--log FILE [--show]] [--message TEXT] -- COMMAND...")
+    cut = words.index("--")
+    head, command = words[:cut], words[cut + 1:]
+    req = StepRequest([], command)
+    k = 0
+    while k < len(head):
+        word = head[k]
+        if word in ("--log", "--message"):
+            if k + 1 >= len(head):
+                raise ValueError(f"{word} needs a value")
+            setattr(req, word[2:], head[k + 1])
+            k += 2
+            continue
+        if word in ("--stdout", "--show"):
+            setattr(req, word[2:], True)
+        elif word.startswith("--"):
+            raise ValueError(f"unknown option {word} before '--'")
+        else:
+            req.outputs.append(word)
+        k += 1
+    if not req.outputs or not req.command:
+        raise ValueError("expected OUTPUT... -- COMMAND... (at least one of each)")
+    if req.stdout and len(req.outputs) != 1:
+        raise ValueError(f"--stdout writes one output, not {len(req.outputs)}")
+    return req
+
+
+def run_step(args: argparse.Namespace) -> int:
+    """OUTPUT... [options] -- CMD...: run CMD unless the step making OUTPUT... completed; mark it complete after."""
+    req = parse_step(args.words)
+    if step_done(req.outputs):
+        log(f"skip: {' '.join(req.outputs)} (done)")
+        return 0
+    if req.message:
+        log(req.message)
+    start_step(req.outputs)
+    t0 = time.perf_counter()
+    for out in req.outputs[:1] if req.stdout else []:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+    if req.log is not None:
+        run(req.command, req.log, stdout_path=req.outputs[0] if req.stdout else None, verbose=req.show)
+    elif req.stdout:
+        with atomic_output(req.outputs[0]) as out:
+            status = run_child(req.command, stdout=out)
+            if status:  # leaves no output: atomic_output removes its temporary
+                raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} "
+                                 f"not written")
+    else:
+        status = run_child(req.command)
+        if status:
+            raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} not "
+                             f"marked done")
+    finish_step(req.outputs, shlex.join(req.command))
+    if req.message:
+        log(f"done in {time.perf_counter() - t0:.0f} s: {' '.join(req.outputs)}")
+    return 0
+
+
+def configure_step(p: argparse.ArgumentParser) -> None:
+    p.usage = "xlpos-prep step OUTPUT... [--stdout] [--log FILE [--show]] [--message TEXT] -- COMMAND [ARG...]"
+    p.epilog = """examples:
+  xlpos-prep step data/train.en --stdout -- curl -fsSL https://example.org/train.en
+  xlpos-prep step ckpt/xl-input --log ckpt/xl-input/train.log --message "train xl-input" -- fairseq-train ...
+
+COMMAND makes OUTPUT...; it is skipped when the step completed (every OUTPUT has OUTPUT.done), else run, and
+OUTPUT.done is written after it succeeded and every OUTPUT exists. --stdout: COMMAND's standard output is OUTPUT,
+written atomically. --log: COMMAND's output is appended to FILE (--show: and shown), whose end is shown when it
+fails. --message: logged when the step runs. The rule is the pipeline's (docs/pipeline.md)."""
+    p.add_argument("words", nargs=argparse.REMAINDER, help="OUTPUT... [options] -- COMMAND...")
+    p.set_defaults(run=run_step)

@@ -1,0 +1,137 @@
+"""The one data pipeline (xlpos_prep.pipeline): what `prepare` writes and records, where the oracle's defaults come
+from, the alignment shared by a corpus's two directions, resuming, the completion rule for a recipe's own commands
+(`xlpos-prep step`), and the package's import rules. The end-to-end runs through the recipes are in
+test_recipes.py and test_kill_resume.py; these stop before fairseq (--no-data-bin), so they take seconds."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, subprocess_env
+from xlpos_prep import cli as prep_cli
+from xlpos_prep.io import step_done
+from xlpos_prep.pipeline import Layout, PrepareConfig, default_attach_null, parse_step, prepare
+
+SHARED = REPO.parent / "shared" / "data" / "enja"
+
+
+def corpus(work: Path, src: str, tgt: str, n: int = 120) -> None:
+    """WORK/tok/{train,valid,test}.{src,tgt} from the Tanaka sample (train: n lines, valid/test: 20)."""
+    if not (SHARED / "train.en").exists():
+        pytest.skip(f"{SHARED} is absent")
+    lines = {lang: (SHARED / f"train.{lang}").read_text(encoding="utf-8").splitlines()[:n + 40] for lang in (src, tgt)}
+    for split, (a, b) in {"train": (0, n), "valid": (n, n + 20), "test": (n + 20, n + 40)}.items():
+        for lang in (src, tgt):
+            path = work / "tok" / f"{split}.{lang}"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(x + "\n" for x in lines[lang][a:b]), encoding="utf-8")
+
+
+def quick(**kw) -> PrepareConfig:
+    return PrepareConfig(reorder_iterations=1, spm_vocab=600, data_bin=False, workers=1, **kw)
+
+
+def shared_alignment(work: Path, first: str, second: str, n_train: int) -> list[str]:
+    """A made-up alignment of the first n_train training pairs + test in the FIRST-SECOND direction (word k to word
+    k+1, as far as both have words), in place of eflomal's, with its completion marker: the pipeline takes it as
+    its alignment step's output, as bleu.py's two directions of a corpus share one. Its lines."""
+    r = work / "reorder"
+    r.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for split, n in (("train", n_train), ("test", None)):
+        a = (work / "tok" / f"{split}.{first}").read_text(encoding="utf-8").splitlines()[:n]
+        b = (work / "tok" / f"{split}.{second}").read_text(encoding="utf-8").splitlines()[:n]
+        lines += [" ".join(f"{k}-{k + 1}" for k in range(min(len(x.split()), len(y.split()) - 1)))
+                  for x, y in zip(a, b)]
+    (r / "align.txt").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    (r / "align.txt.done").write_text("made by the test\n")
+    return lines
+
+
+def test_prepare_layout_japanese_default_shared_alignment_and_resume(tmp_path, capfd):
+    work = tmp_path / "w"
+    corpus(work, "ja", "en")
+    links = shared_alignment(work, "en", "ja", 120)
+    cfg = dict(src="ja", tgt="en", reorder_train_lines=100, align_reversed=True)
+    done = prepare(quick(**cfg), Layout.recipe(work))
+    recorded = json.loads((work / "prepare.json").read_text())
+    assert recorded["attach_null"] == "left" == default_attach_null("ja") and default_attach_null("en") == "right"
+    assert "attach_null=left" in capfd.readouterr().err  # logged with the other settings
+    r = work / "reorder"
+    # the oracle covers the reorderer's 100 training lines (its source cut to them), and the test set, and reads
+    # the en-ja alignment as ja-en
+    train_align = (r / "train.align").read_text().splitlines()
+    assert train_align == [" ".join(f"{k + 1}-{k}" for k in range(len(x.split()))) for x in links[:100]]
+    assert len((r / "train.oracle").read_text().splitlines()) == 100 == len((r / "train.src").read_text().splitlines())
+    assert (r / "test.align").read_text().splitlines() == [" ".join("-".join(p.split("-")[::-1]) for p in x.split())
+                                                          for x in links[120:]]
+    assert len((r / "test.oracle").read_text().splitlines()) == 20
+    for split in ("train", "valid", "test"):
+        pieces = (work / "pieces" / f"{split}.ja").read_text().splitlines()
+        xlpos = (work / "pieces" / f"{split}.xlpos").read_text().splitlines()
+        assert [len(x.split()) for x in xlpos] == [len(p.split()) for p in pieces]
+        assert len((work / "pieces" / f"{split}.en").read_text().splitlines()) == len(pieces)
+    taus = json.loads((r / "test.tau.json").read_text())
+    assert set(taus) == {"reorderer", "monotone", "reversed"}
+    assert done.lines == {"sentences": {"train": 120, "valid": 20, "test": 20}, "aligned_train": 120,
+                          "reorderer_train": 100}
+    assert all(step_done([p]) for p in (r / "reorderer.model", work / "spm" / "spm.model", r / "test.order"))
+    # a rerun skips every step; another setting in the same work directory is refused, naming it
+    before = {p: p.stat().st_mtime_ns for p in work.rglob("*") if p.is_file() and not p.name.endswith(".done")}
+    prepare(quick(**cfg), Layout.recipe(work))
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    with pytest.raises(ValueError, match=r"prepare.json: made with other settings \(attach_null: 'left', now "
+                                         r"'right'\)"):
+        prepare(quick(**cfg, attach_null="right"), Layout.recipe(work))
+
+
+def test_changed_corpus_is_named(tmp_path):
+    work = tmp_path / "w"
+    corpus(work, "en", "ja", n=60)
+    shared_alignment(work, "en", "ja", 59)  # one training line fewer than the corpus has now
+    with pytest.raises(ValueError, match=r"align\.txt: has 79 lines, not the 80 of the aligned pairs: the corpus "
+                                         r"changed"):
+        prepare(quick(src="en", tgt="ja"), Layout.recipe(work))
+
+
+def test_prepare_cli_errors_are_one_line(tmp_path, capsys):
+    assert prep_cli.main(["prepare", "--work", str(tmp_path), "--src", "en", "--tgt", "de"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"xlpos-prep prepare: error: {tmp_path}/tok/train.en: tokenized input not found"]
+
+
+def test_step_runs_once_marks_and_stops_on_failure(tmp_path, capfd):
+    out = tmp_path / "a" / "out.txt"
+    args = ["step", str(out), "--stdout", "--", sys.executable, "-c", "print('made')"]
+    assert prep_cli.main(args) == 0 and out.read_text() == "made\n" and step_done([out])
+    out.write_text("kept\n")
+    assert prep_cli.main(args) == 0 and out.read_text() == "kept\n"  # completed: skipped
+    assert "skip: " in capfd.readouterr().err
+    failed = tmp_path / "failed.txt"
+    assert prep_cli.main(["step", str(failed), "--stdout", "--", "false"]) == 1
+    assert not failed.exists() and not step_done([failed]) and list(tmp_path.iterdir()) == [tmp_path / "a"]
+    assert capfd.readouterr().err.strip().endswith(f"false failed (exit 1); {failed} not written")
+    # a command that succeeds without making its output is not marked done
+    assert prep_cli.main(["step", str(failed), "--", "true"]) == 1 and not step_done([failed])
+    with pytest.raises(ValueError, match="--stdout writes one output, not 2"):
+        parse_step(["a", "b", "--stdout", "--", "true"])
+    with pytest.raises(ValueError, match="expected OUTPUT"):
+        parse_step(["a", "true"])
+
+
+def test_installed_package_name_and_no_fairseq_or_torch_at_import(tmp_path):
+    """xlpos_prep imports from anywhere; the folder's own name does not (a user's `preprocess` module is theirs);
+    the pipeline and the text, scoring, sentencepiece and decoding modules load without fairseq or torch."""
+    code = ("import sys, xlpos_prep.pipeline, xlpos_prep.text, xlpos_prep.scoring, xlpos_prep.sentencepiece_model, "
+            "xlpos_prep.translate, xlpos_prep.cli\n"
+            "heavy = sorted(m for m in ('torch', 'fairseq', 'xlpos') if m in sys.modules)\n"
+            "try:\n    import preprocess\n    found = preprocess.__file__\nexcept ImportError:\n    found = None\n"
+            "print(heavy, found)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=subprocess_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == "[] None"
