@@ -75,97 +75,18 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 
-from xlpos_prep.io import atomic_output, read_lines, step_done  # noqa: E402
+from xlpos_prep.io import InputError, atomic_output, read_lines, step_done  # noqa: E402
 from xlpos_prep.pipeline import Layout, PrepareConfig, StepFailed, Steps, prep_cmd, prepare  # noqa: E402
 from xlpos_prep.pipeline import run as run_step_command  # noqa: E402
 from xlpos_prep.text import Detokenizer, write_lines  # noqa: E402
+from xlpos_prep.systems import (ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, RANDOM_SUFFIX,  # noqa: E402
+                                SYSTEM_GRAMMAR, parse_system, task_args, train_command)
 from xlpos_prep.translate import generate, hypothesis_words  # noqa: E402
 
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
-ORACLE_SUFFIX = "-oracle"
 VALID_ORACLE_POSITIONS = "valid@oracle-positions"
-MONOTONE_SUFFIX = "-monotone"  # the XL model with XL positions = source positions: the mechanism without reordering
-RANDOM_SUFFIX = "-random"      # trained (and decoded) on random permutations: XL information without any content
-ENCFREE_PREFIX = "encfree-"    # no encoder layers: embeddings and position encodings straight into the decoder
 CONTRASTS = ("monotone", "reversed", "random", "local-shuffle")  # translation_xlpos --xl-contrast at test time
-SYSTEM_GRAMMAR = """\
-system names (--systems):
-  vanilla                 fairseq's transformer (--task translation)
-  input[-sum|-gated]      InXL; -sum/-gated: --xl-fusion (plain input: the plugin's default fusion)
-  head[-kK][-lLAYERS]     HeadXL; -kK: --xl-heads K; -lLAYERS: --xl-head-layers, one digit per layer or 'all'
-                          (head-k2-l01 = 2 XL heads in layers 0 and 1)
-  rope[-kK][-lLAYERS]     rotary XL, same head/layer options
-  encfree-vanilla         --encoder-layers 0 (context-free source: embeddings + absolute positions only)
-  encfree-input[-sum|-gated]  --encoder-layers 0 with InXL
-  <XL system>-oracle      trained on oracle XL positions, evaluated on valid only (also: --ablation-oracle)
-  <XL system>-monotone    XL positions = source positions (--xl-positions monotone), trained and decoded so: the
-                          integration without reordering information; rope-monotone is the rotary baseline
-                          without XL
-  <XL system>-random      trained and decoded on random permutations (--xl-contrast random): the control for
-                          'any extra position signal helps'
-"""
-
-
-@dataclass(frozen=True)
-class SystemSpec:
-    """How one named system is trained and decoded (see SYSTEM_GRAMMAR)."""
-    name: str
-    task_args: tuple           # task, architecture and XL options: fairseq-train and fairseq-generate
-    model_args: tuple          # after TrainConfig's arguments, which they override: fairseq-train only
-    xl: bool                   # the encoder reads XL positions
-    control: str | None        # None (reorderer positions), "oracle", "monotone" or "random"
-
-    @property
-    def oracle(self) -> bool:
-        return self.control == "oracle"
-
-    @property
-    def reads_reorderer(self) -> bool:
-        """An XL model fed the reorderer's positions: decoding it with other positions measures what it uses."""
-        return self.xl and self.control is None
-
-
-def parse_system(name: str) -> SystemSpec:
-    """The SystemSpec of a name of SYSTEM_GRAMMAR; ValueError naming what is wrong."""
-    control, base = None, name
-    for suffix in (ORACLE_SUFFIX, MONOTONE_SUFFIX, RANDOM_SUFFIX):
-        if name.endswith(suffix):
-            control, base = suffix[1:], name[:-len(suffix)]
-            break
-    encfree = base.startswith(ENCFREE_PREFIX)
-    core = base[len(ENCFREE_PREFIX):] if encfree else base
-    model_args: list[str] = ["--encoder-layers", "0"] if encfree else []
-    user_dir = ["--user-dir", str(REPO / "xlpos")]
-    xl_task = ["--task", "translation_xlpos", "--arch", "transformer_xlpos"]
-    if core == "vanilla":
-        if control:
-            raise ValueError(f"system {name}: {control} positions need an XL system, not vanilla")
-        # the encoder-free baseline uses the plugin's model with --xl-integration none (exactly fairseq's
-        # transformer), whose encoder accepts --encoder-layers 0
-        task = xl_task + ["--xl-integration", "none"] if encfree else ["--task", "translation", "--arch",
-                                                                         "transformer"]
-        return SystemSpec(name, tuple(user_dir + task), tuple(model_args), False, None)
-    m = re.fullmatch(r"input(?:-(sum|gated))?", core) or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?",
-                                                                      core)
-    if not m:
-        raise ValueError(f"unknown system {name}; see --help for the names")
-    if core.startswith("input"):
-        xl = ["--xl-integration", "input"] + (["--xl-fusion", m.group(1)] if m.group(1) else [])
-    else:
-        if encfree:
-            raise ValueError(f"system {name}: {m.group(1)} puts XL positions in encoder attention; an encoder-free "
-                             f"model has none")
-        xl = ["--xl-integration", m.group(1)]
-        if m.group(2):
-            xl += ["--xl-heads", m.group(2)]
-        if m.group(3):
-            xl += ["--xl-head-layers", "all" if m.group(3) == "all" else ",".join(m.group(3))]
-    if control == "monotone":
-        xl += ["--xl-positions", "monotone"]
-    elif control == "random":
-        xl += ["--xl-contrast", "random"]
-    return SystemSpec(name, tuple(user_dir + xl_task + xl), tuple(model_args), True, control)
 
 
 @dataclass(frozen=True)
@@ -703,13 +624,6 @@ def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: S
 
 
 # ------------------------------------------------------------------------------------------------ systems
-def system_args(system: str) -> tuple[list[str], bool]:
-    """(fairseq task/model arguments, uses the oracle data-bin). --user-dir is given to the vanilla system too:
-    the plugin's checkpoint loading is what lets torch >= 2.6 load fairseq checkpoints."""
-    spec = parse_system(system)
-    return list(spec.task_args), spec.oracle
-
-
 def device_args() -> list[str]:
     import torch
     return [] if torch.cuda.is_available() else ["--cpu"]
@@ -725,10 +639,10 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
     data_bin = pair.oracle_data_bin if spec.oracle else pair.data_bin
     write_json(run_dir / "config.json", asdict(cfg))
     resumed = (run_dir / "checkpoint_last.pt").exists()
-    cmd = fairseq_cli("train", data_bin, *spec.task_args, "--source-lang", pair.spec.src, "--target-lang",
-                      pair.spec.tgt, *cfg.fairseq_args(), *spec.model_args, "--seed", str(seed), "--save-dir", run_dir,
-                      "--no-epoch-checkpoints", "--disable-validation", "--log-format", "json",
-                      "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args())
+    # the recipes' fairseq-train of a system (xlpos_prep.systems), with this benchmark's one configuration
+    cmd = train_command(data_bin, spec, pair.spec.src, pair.spec.tgt, run_dir, [
+        *cfg.fairseq_args(), "--seed", str(seed), "--no-epoch-checkpoints", "--disable-validation", "--log-format",
+        "json", "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args()])
     log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
     seconds = run(cmd, run_dir / "train.log")
     stats = parse_train_log(run_dir / "train.log")
@@ -746,16 +660,16 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
     score_path = run_dir / "scores" / f"{key}.json"
     if score_path.exists():
         return read_json(score_path)
-    task_args, oracle = system_args(system)
+    spec = parse_system(system)
     data_bin = eval_set.data_bin
-    if oracle:
+    if spec.oracle:
         if eval_set.name != "valid":
             raise ValueError("oracle systems are evaluated on valid only")
         data_bin = pair.oracle_data_bin
     gen = run_dir / "gen" / f"{key}.txt"
     seconds = None
     if not step_done([gen]) and not gen.exists():  # (written atomically: runs before the markers left none)
-        fairseq_args = (*task_args, "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2",
+        fairseq_args = (*task_args(spec), "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2",
                         "--max-len-b", "10", "--max-tokens", str(args.gen_max_tokens), "--seed", str(seed),
                         *eval_set.generate_args, *device_args())
         seconds = StepTimes().step(f"generate {key}", [gen], lambda: generate(
@@ -1336,5 +1250,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except StepFailed as e:  # the end of the step's log is above
+    except (StepFailed, InputError) as e:  # (a failed step: the end of its log is above)
         sys.exit(f"bleu.py: error: {e}")

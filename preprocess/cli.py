@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spm-train": (__package__ + ".sentencepiece_model", "train a joint sentencepiece model on tokenized text"),
     "spm-encode": (__package__ + ".sentencepiece_model", "text -> space-separated sentencepiece pieces"),
     "spm-decode": (__package__ + ".sentencepiece_model", "space-separated pieces -> words"),
+    "train": (__package__ + ".systems", "fairseq-train of one named system (baseline, xl-input, head-k2-l01, ...), "
+                                        "a resumable step (needs fairseq)"),
     "translate": (__package__ + ".translate", "fairseq-generate -> best hypotheses in input order -> words "
                                               "(needs fairseq)"),
     "hypotheses": (__package__ + ".scoring", "best hypotheses of fairseq-generate output, in input order"),

@@ -171,6 +171,7 @@ class PrepareConfig:
     verbose: bool = False
 
     def __post_init__(self) -> None:
+        self._attach_null_given = bool(self.attach_null)  # (not a field: not recorded)
         self.attach_null = self.attach_null or default_attach_null(self.src)
         missing = [s for s in self.eval_splits if s not in self.align_splits]
         if missing:
@@ -379,6 +380,8 @@ def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
     recorded = cfg.recorded()
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
+        if "note" in old and not cfg._attach_null_given:  # an oracle made before the default: kept, see below
+            cfg.attach_null = recorded["attach_null"] = old["attach_null"]
         differ = [k for k in recorded if k in old and old[k] != recorded[k]]
         if differ:
             raise InputError(str(path), None, "made with other settings (" + ", ".join(

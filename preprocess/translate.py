@@ -3,8 +3,8 @@ benchmarks/bleu.py: fairseq-generate -> the best hypothesis of every sentence in
 decoding into words. fairseq runs as a child process; this module never imports it (nor torch).
 
     xlpos-prep translate --data-bin data-bin --path checkpoints/xl-input/checkpoint_best.pt --source-lang ja \
-        --target-lang en --spm spm/spm.model --expected 500 --out-dir out/xl-input -- --user-dir xlpos \
-        --task translation_xlpos --beam 4 --lenpen 1.0 --cpu
+        --target-lang en --spm spm/spm.model --expected 500 --out-dir out/xl-input --system xl-input -- \
+        --beam 4 --lenpen 1.0 --cpu
 
 writes OUT_DIR/generate.txt (fairseq-generate's output; its log beside it), OUT_DIR/SUBSET.pieces and
 OUT_DIR/SUBSET.words, each a step skipped when it completed.
@@ -49,6 +49,9 @@ def hypothesis_words(generate_output: str | os.PathLike, expected: int, spm_mode
 def run_translate(args: argparse.Namespace) -> int:
     out = Path(args.out_dir)
     fairseq_args = args.fairseq_args[1:] if args.fairseq_args[:1] == ["--"] else args.fairseq_args
+    if args.system:  # its task and XL options, as it was trained (xlpos-prep train)
+        from .systems import parse_system, task_args
+        fairseq_args = [*task_args(parse_system(args.system)), *fairseq_args]
     steps = Steps()
     generated = out / "generate.txt"
     steps.step("generate", [generated], lambda: generate(generated, out / "generate.log", args.data_bin, args.path,
@@ -67,12 +70,13 @@ def run_translate(args: argparse.Namespace) -> int:
 
 def configure_translate(p: argparse.ArgumentParser) -> None:
     p.usage = ("xlpos-prep translate --data-bin DIR --path CHECKPOINT --source-lang S --target-lang T --spm MODEL "
-               "--expected N --out-dir DIR [--subset test] [-- FAIRSEQ-GENERATE OPTIONS]")
+               "--expected N --out-dir DIR [--subset test] [--system NAME] [-- FAIRSEQ-GENERATE OPTIONS]")
     p.add_argument("--data-bin", required=True)
     p.add_argument("--path", required=True, help="the checkpoint")
     p.add_argument("--source-lang", required=True)
     p.add_argument("--target-lang", required=True)
     p.add_argument("--subset", default="test")
+    p.add_argument("--system", help="the system's name (xlpos-prep train): its task and XL options come first")
     p.add_argument("--spm", required=True, help="the sentencepiece model of the pieces")
     p.add_argument("--expected", type=int_option(0, 10**12), required=True, help="sentences in the subset")
     p.add_argument("--out-dir", required=True)

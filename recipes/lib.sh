@@ -16,7 +16,6 @@
 # redo a step. Outputs are written to a temporary name and renamed when complete.
 
 XL_RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-XL_REPO_DIR=$(dirname "$XL_RECIPES_DIR")
 
 xl_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 xl_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -164,52 +163,33 @@ xl_prepare() {
 }
 
 # ---------------------------------------------------------------------------------------------------- models
-# xl_task_args SYSTEM: fairseq task/model arguments of a system. --user-dir is given to the baseline too: the
-# plugin's checkpoint loading (weights_only with an allowlist) is what lets torch>=2.6 load fairseq checkpoints.
-xl_task_args() {
-  XL_TASK_ARGS=(--user-dir "$XL_REPO_DIR/xlpos")
-  case $1 in
-    baseline) XL_TASK_ARGS+=(--task translation) ;;
-    xl-input|xl-head|xl-rope) XL_TASK_ARGS+=(--task translation_xlpos) ;;
-    *) xl_die "unknown system '$1' in SYSTEMS (use baseline, xl-input, xl-head, xl-rope)" ;;
-  esac
-}
-
-# xl_train SYSTEM: fairseq-train into $WORK/checkpoints/SYSTEM; a killed run resumes from fairseq's
-# checkpoint_last.pt there (fairseq's own resume).
+# xl_train SYSTEM: `xlpos-prep train` (the system's fairseq task and options, as benchmarks/bleu.py trains) into
+# $WORK/checkpoints/SYSTEM; a killed run resumes from fairseq's checkpoint_last.pt there.
 xl_train() {
-  local system=$1 save=$WORK/checkpoints/$1 arch xl=() own
-  xl_task_args "$system"
-  if [ "$system" = baseline ]; then
-    arch=$BASELINE_ARCH
-  else
+  local system=$1 save=$WORK/checkpoints/$1 arch=$BASELINE_ARCH xl=() own show=()
+  if [ "$system" != baseline ]; then
     arch=$XL_ARCH
     case $system in xl-input) own=$XL_INPUT_ARGS ;; xl-head) own=$XL_HEAD_ARGS ;; *) own=$XL_ROPE_ARGS ;; esac
     # The reorderer and sentencepiece model go into every checkpoint, so fairseq-interactive and the hub
     # compute XL positions for raw text with nothing else given.
     # shellcheck disable=SC2206
-    xl=(--xl-integration "${system#xl-}" --xl-reorderer "$WORK/reorder/reorderer.model"
-        --xl-spm "$WORK/spm/spm.model" $XL_INFERENCE_ARGS $XL_ARGS $own)
+    xl=(--xl-reorderer "$WORK/reorder/reorderer.model" --xl-spm "$WORK/spm/spm.model" $XL_INFERENCE_ARGS $XL_ARGS $own)
   fi
-  local save_args=(--save-dir "$save" --keep-last-epochs "$AVG_LAST")
+  local save_args=(--keep-last-epochs "$AVG_LAST")
   if [ "$SAVE_INTERVAL_UPDATES" -gt 0 ]; then
     save_args+=(--save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVG_LAST"
                 --no-epoch-checkpoints)
   fi
-  local show=()
   [ "$VERBOSE" = 1 ] && show=(--show)
-  mkdir -p "$save"
   # shellcheck disable=SC2086
-  xl_step "$save" --log "$save/train.log" "${show[@]}" \
-    --message "train $system ($arch, $MAX_UPDATE updates; log: $save/train.log)" -- \
-    fairseq-train "$XL_DATABIN" "${XL_TASK_ARGS[@]}" --arch "$arch" "${xl[@]}" \
-    --source-lang "$SRC" --target-lang "$TGT" --share-all-embeddings $ARCH_ARGS \
+  xlpos-prep train --system "$system" --arch "$arch" --data-bin "$XL_DATABIN" --save-dir "$save" \
+    --source-lang "$SRC" --target-lang "$TGT" "${show[@]}" -- "${xl[@]}" --share-all-embeddings $ARCH_ARGS \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 --lr "$LR" --lr-scheduler inverse_sqrt \
     --warmup-updates "$WARMUP" --warmup-init-lr 1e-07 --dropout "$DROPOUT" --weight-decay "$WEIGHT_DECAY" \
     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
     --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" \
     "${save_args[@]}" --seed "$SEED" --log-format simple --log-interval 50 --no-progress-bar \
-    "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS
+    "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS || exit 1
 }
 
 # xl_checkpoint SYSTEM: the checkpoint to decode with (averaged when AVG_LAST > 1). Sets XL_CHECKPOINT.
@@ -231,11 +211,10 @@ checkpoints of $save; train for more updates or set AVG_LAST=1 to decode with ch
 xl_translate() {
   local system=$1
   xl_checkpoint "$system"
-  xl_task_args "$system"
   # shellcheck disable=SC2086
   xlpos-prep translate --data-bin "$XL_DATABIN" --path "$XL_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" \
-    --spm "$WORK/spm/spm.model" --expected "$(xl_lines "$WORK/tok/test.$TGT")" --out-dir "$WORK/out/$system" -- \
-    "${XL_TASK_ARGS[@]}" --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$GEN_MAX_TOKENS" --seed "$SEED" \
+    --spm "$WORK/spm/spm.model" --expected "$(xl_lines "$WORK/tok/test.$TGT")" --out-dir "$WORK/out/$system" \
+    --system "$system" -- --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$GEN_MAX_TOKENS" --seed "$SEED" \
     "${XL_DEVICE_ARGS[@]}" $GEN_ARGS || exit 1
 }
 

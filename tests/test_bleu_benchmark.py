@@ -178,10 +178,10 @@ def test_training_config_is_shared_and_keyed() -> None:
     assert args[args.index("--warmup-updates") + 1] == "20"
     assert cfg.tag() != bleu.TrainConfig(max_update=200).tag()
     assert cfg.tag() == bleu.TrainConfig(max_update=100).tag()
-    vanilla, oracle = bleu.system_args("vanilla")
-    assert vanilla[vanilla.index("--arch") + 1] == "transformer" and not oracle
-    rope, oracle = bleu.system_args("rope-oracle")
-    assert rope[rope.index("--xl-integration") + 1] == "rope" and oracle
+    vanilla = bleu.task_args(bleu.parse_system("vanilla"))
+    assert vanilla[vanilla.index("--arch") + 1] == "transformer" and not bleu.parse_system("vanilla").oracle
+    rope = bleu.task_args(bleu.parse_system("rope-oracle"))
+    assert rope[rope.index("--xl-integration") + 1] == "rope" and bleu.parse_system("rope-oracle").oracle
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (extra 'bench') missing")

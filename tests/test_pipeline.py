@@ -87,6 +87,16 @@ def test_prepare_layout_japanese_default_shared_alignment_and_resume(tmp_path, c
     with pytest.raises(ValueError, match=r"prepare.json: made with other settings \(attach_null: 'left', now "
                                          r"'right'\)"):
         prepare(quick(**cfg, attach_null="right"), Layout.recipe(work))
+    # a work directory whose oracle was made before the Japanese default keeps it, and says so
+    (work / "prepare.json").unlink()
+    prepare(quick(**cfg), Layout.recipe(work))
+    recorded = json.loads((work / "prepare.json").read_text())
+    assert recorded["attach_null"] == "right" and "before prepare.json existed" in recorded["note"]
+    assert {p: p.stat().st_mtime_ns for p in before if p.name != "prepare.json"} == {
+        p: t for p, t in before.items() if p.name != "prepare.json"}
+    prepare(quick(**cfg), Layout.recipe(work))  # and its reruns take that as their setting
+    with pytest.raises(ValueError, match=r"attach_null: 'right', now 'left'"):
+        prepare(quick(**cfg, attach_null="left"), Layout.recipe(work))
 
 
 def test_changed_corpus_is_named(tmp_path):
@@ -123,11 +133,26 @@ def test_step_runs_once_marks_and_stops_on_failure(tmp_path, capfd):
         parse_step(["a", "true"])
 
 
+def test_recipe_system_names_and_the_train_command():
+    from xlpos_prep.systems import parse_system, plugin_dir, task_args, train_command
+    baseline, xl_head = parse_system("baseline"), parse_system("xl-head")
+    assert baseline.name == "baseline" and baseline.task_args == parse_system("vanilla").task_args
+    assert xl_head.task_args == parse_system("head").task_args and xl_head.reads_reorderer
+    assert task_args(xl_head, "transformer_xlpos_wmt_en_de")[-4:] == ["--arch", "transformer_xlpos_wmt_en_de",
+                                                                     "--xl-integration", "head"]
+    assert plugin_dir() == str(REPO / "xlpos") and task_args(baseline)[:2] == ["--user-dir", plugin_dir()]
+    cmd = train_command("bin", parse_system("encfree-input"), "ja", "en", "ckpt", ["--encoder-layers", "3", "--cpu"])
+    # the system's own model options come after the shared ones, so --encoder-layers 0 wins
+    assert cmd[cmd.index("--cpu"):] == ["--cpu", "--encoder-layers", "0", "--save-dir", "ckpt"]
+    with pytest.raises(ValueError, match="unknown system xl-foo"):
+        parse_system("xl-foo")
+
+
 def test_installed_package_name_and_no_fairseq_or_torch_at_import(tmp_path):
     """xlpos_prep imports from anywhere; the folder's own name does not (a user's `preprocess` module is theirs);
     the pipeline and the text, scoring, sentencepiece and decoding modules load without fairseq or torch."""
     code = ("import sys, xlpos_prep.pipeline, xlpos_prep.text, xlpos_prep.scoring, xlpos_prep.sentencepiece_model, "
-            "xlpos_prep.translate, xlpos_prep.cli\n"
+            "xlpos_prep.translate, xlpos_prep.systems, xlpos_prep.cli\n"
             "heavy = sorted(m for m in ('torch', 'fairseq', 'xlpos') if m in sys.modules)\n"
             "try:\n    import preprocess\n    found = preprocess.__file__\nexcept ImportError:\n    found = None\n"
             "print(heavy, found)")
