@@ -54,7 +54,8 @@ LOSS_NORMS = ("none", "sentence")
 # train-reorderer's defaults where they differ from ReordererConfig's (which stay those of models made before them,
 # and need no word classes): measured on Tanaka dev at 50k, see the README's "Reorderer quality and speed"
 CLI_HASH_BITS = 22
-CLI_VIEWS = ("word", "class128")
+CLI_VIEWS = ("word",)
+CLI_INVERT_MARGIN = 1.0
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
 INVERT_SPAN_FACTOR = 2
 BATCH = 256  # sentences per numba call: amortizes dispatch, keeps progress bars moving
@@ -638,7 +639,7 @@ The model file is written once, when training has finished. After every iteratio
 MODEL.snapshot (marked incomplete, with the learner state): after an interruption, --resume continues from it.
 With --dev-src/--dev-oracle the model keeps the averaged weights of the iteration with the best dev corpus
 Kendall tau + fuzzy reordering score."""
-    d = ReordererConfig(hash_bits=CLI_HASH_BITS, views=CLI_VIEWS)
+    d = ReordererConfig(hash_bits=CLI_HASH_BITS, views=CLI_VIEWS, invert_margin=CLI_INVERT_MARGIN)
     o = TrainOptions()
     parser.add_argument("--src", required=True, help="tokenized source sentences")
     parser.add_argument("--oracle", required=True, help="oracle ranks (`xlpos-prep oracle`), parallel to --src")
