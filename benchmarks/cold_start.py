@@ -138,7 +138,8 @@ def run_child(root: Path, cache: Path, args: list[str]) -> tuple[dict, float]:
 
 def run_train(root: Path, cache: Path, src: str, oracle: str, model_out: Path) -> tuple[float, float]:
     cmd = [sys.executable, "-m", package_name(root) + ".cli", "train-reorderer", "--src", src, "--oracle", oracle,
-           "--model", str(model_out), "--iterations", "1"]
+           "--model", str(model_out), "--iterations", "1",
+           "--hash-bits", "20"]  # the defaults' table size before issue 15, so that the weights can be compared
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=child_env(root, cache), cwd=str(cache.parent), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
