@@ -4,8 +4,8 @@ Sets (Tanaka En-Ja from ../shared/data/enja; oracles from one eflomal + grow-dia
 train+dev, made once by benchmarks/reorderer_enja.py's `prepare` in --work and reused):
   dev      the 500 held-out dev sentences (in-domain), model trained on all 50k training sentences;
   concat   the dev sentences joined in consecutive groups of 2, 3, 4, 6, 8, 12 (xlpos_prep.stress.concatenate):
-           88 inputs of 17-130 words, longer than any training sentence (<= 16); the oracle is the concatenation
-           of the parts' oracles in order; same 50k model;
+           88 inputs of 45 English / 64 Japanese words on average, up to 109 / 149, against at most 16 in
+           training; the oracle is the concatenation of the parts' oracles in order; same 50k model;
   long     the dev sentences longer than the median training length (En > 8, Ja > 11 words), model trained on the
            training sentences of at most that length (the short half): lengths it never saw;
   multi30k (English source only) Multi30k val + test_2016_flickr English, tokenized and lowercased with

@@ -23,6 +23,11 @@ The optional junction features (FEAT_JUNCTION: the two words an S/I edge makes a
 the children's derivations; like the chunk loss below they are read off the one derivation each cell keeps
 (lader's beam 1), so with them the search is exact for what it returns but not guaranteed optimal.
 
+Abstention (inference only). `inv_penalty[d]` is subtracted from the score of every I edge over d words, so an
+inversion has to beat the straight alternative of its cell by that margin, and a huge penalty beyond some length
+keeps longer spans straight (`inversion_penalties`; the reorderer sets it from the longest training sentence).
+Training never sees it.
+
 Losses (per sentence, with dense oracle ranks, ties allowed and never discordant):
   Kendall tau: discordant pairs. An S edge (l, k, r) adds the pairs i in [l, k), j in [k, r) with rank_i > rank_j,
     an I edge those with rank_i < rank_j, an F edge the discordant pairs inside its span; the sum over the edges of

@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-# Group sizes of `concatenate`, cycled: joined Tanaka sentences of about 17 to 100 words (about 40 on average).
+# Group sizes of `concatenate`, cycled: on Tanaka dev, joined sentences of 45 English / 64 Japanese words on
+# average, up to 109 / 149 (training sentences have at most 16).
 CONCAT_GROUPS = (2, 3, 4, 6, 8, 12)
 
 
