@@ -88,10 +88,6 @@ def check_variant(root: Path | None, work: Path) -> None:
         raise RuntimeError(f"variant {root or REPO} imports {out}")
 
 
-def write_lines(path: Path, lines: list[str]) -> None:
-    enja.write_lines(path, lines)
-
-
 def tokenized(lang: str, split: str) -> list[str]:
     """A Multi30k file, sacremoses-tokenized and lowercased (Tanaka's conventions)."""
     from sacremoses import MosesTokenizer
@@ -104,7 +100,7 @@ def multi30k_english(work: Path) -> Path:
     """Multi30k val + test_2016_flickr English, tokenized (the Tanaka En->Ja model's out-of-domain input)."""
     path = work / "multi30k.en"
     if not path.exists():
-        write_lines(path, tokenized("en", "val") + tokenized("en", "test_2016_flickr"))
+        enja.write_lines(path, tokenized("en", "val") + tokenized("en", "test_2016_flickr"))
     return path
 
 
@@ -117,15 +113,15 @@ def prepare_multi30k(work: Path) -> Path:
         parts = {lang: {split: tokenized(lang, split) for split in ("train", "val", "test_2016_flickr")}
                  for lang in ("en", "de")}
         for lang in ("en", "de"):
-            write_lines(m / f"train.{lang}", parts[lang]["train"])
-            write_lines(m / f"dev.{lang}", parts[lang]["test_2016_flickr"])
-            write_lines(m / f"all.{lang}", sum(parts[lang].values(), []))
+            enja.write_lines(m / f"train.{lang}", parts[lang]["train"])
+            enja.write_lines(m / f"dev.{lang}", parts[lang]["test_2016_flickr"])
+            enja.write_lines(m / f"all.{lang}", sum(parts[lang].values(), []))
         if not (m / "all.en-de.align").exists():
             child(None, m, ["align", "--src", "all.en", "--tgt", "all.de", "--out", "all.en-de.align"])
         links = enja.read(m / "all.en-de.align")
         n_train, n_val = len(parts["en"]["train"]), len(parts["en"]["val"])
-        write_lines(m / "train.en-de.align", links[:n_train])
-        write_lines(m / "dev.en-de.align", links[n_train + n_val:])
+        enja.write_lines(m / "train.en-de.align", links[:n_train])
+        enja.write_lines(m / "dev.en-de.align", links[n_train + n_val:])
         for split in ("train", "dev"):
             child(None, m, ["oracle", "--src", f"{split}.en", "--align", f"{split}.en-de.align", "--out",
                             f"{split}.en-de.oracle"])
@@ -157,7 +153,7 @@ def stress_sets(work: Path, direction: str, out_of_domain: bool) -> dict:
     }
     for name, lines in files.items():
         if not (work / name).exists():
-            write_lines(work / name, lines)
+            enja.write_lines(work / name, lines)
     sets = {"dev": (work / f"dev.{src}", work / f"dev.{direction}.oracle", "train"),
             "concat": (work / f"concat.{src}", work / f"concat.{direction}.oracle", "train"),
             f"long (> {threshold:g} words)": (work / f"long.{src}", work / f"long.{direction}.oracle", "short")}
