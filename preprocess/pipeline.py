@@ -577,33 +577,33 @@ def parse_step(words: Sequence[str]) -> StepRequest:
 
 
 def run_step(args: argparse.Namespace) -> int:
-    """OUTPUT... [options] -- CMD...: run CMD unless the step making OUTPUT... completed; mark it complete after."""
+    """OUTPUT... [options] -- CMD...: run CMD unless the step making OUTPUT... completed; mark it complete after
+    (Steps.step, the pipeline's own rule)."""
     req = parse_step(args.words)
-    if step_done(req.outputs):
-        log(f"skip: {' '.join(req.outputs)} (done)")
-        return 0
-    if req.message:
-        log(req.message)
-    start_step(req.outputs)
-    t0 = time.perf_counter()
-    for out in req.outputs[:1] if req.stdout else []:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-    if req.log is not None:
-        run(req.command, req.log, stdout_path=req.outputs[0] if req.stdout else None, verbose=req.show)
-    elif req.stdout:
-        with atomic_output(req.outputs[0]) as out:
-            status = run_child(req.command, stdout=out)
-            if status:  # leaves no output: atomic_output removes its temporary
-                raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} "
-                                 f"not written")
-    else:
-        status = run_child(req.command)
-        if status:
-            raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} not "
-                             f"marked done")
-    finish_step(req.outputs, shlex.join(req.command))
-    if req.message:
-        log(f"done in {time.perf_counter() - t0:.0f} s: {' '.join(req.outputs)}")
+    name = req.message or os.path.basename(req.command[0])
+    ran = []
+
+    def make() -> None:
+        ran.append(time.perf_counter())
+        if req.message:
+            log(req.message)
+        if req.log is not None:
+            run(req.command, req.log, stdout_path=req.outputs[0] if req.stdout else None, verbose=req.show)
+        elif req.stdout:
+            with atomic_output(req.outputs[0]) as out:
+                status = run_child(req.command, stdout=out)
+                if status:  # leaves no output: atomic_output removes its temporary
+                    raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} "
+                                     f"not written")
+        else:
+            status = run_child(req.command)
+            if status:
+                raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} not "
+                                 f"marked done")
+
+    Steps().step(name, req.outputs, make)
+    if ran and req.message:
+        log(f"done in {time.perf_counter() - ran[0]:.0f} s: {' '.join(req.outputs)}")
     return 0
 
 
