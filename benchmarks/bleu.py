@@ -83,6 +83,9 @@ from xlpos_prep.systems import (ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, 
                                 SYSTEM_GRAMMAR, parse_system, task_args, train_command)
 from xlpos_prep.translate import generate, hypothesis_words  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_records  # noqa: E402
+
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
 VALID_ORACLE_POSITIONS = "valid@oracle-positions"
@@ -185,12 +188,14 @@ def fairseq_cli(name: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"fairseq_cli.{name}", *args]
 
 
-def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None) -> float:
+def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None,
+        cpu_seconds: list[float] | None = None) -> float:
     """A command of a step (xlpos_prep.pipeline.run: output appended to log_path, stdout to stdout_path
-    atomically); its wall seconds. A failure raises StepFailed, which main() turns into one line."""
+    atomically); its wall seconds (its CPU seconds appended to cpu_seconds when given). A failure raises
+    StepFailed, which main() turns into one line."""
     log("$ " + shlex.join(str(c) for c in cmd))
     t0 = time.perf_counter()
-    run_step_command(cmd, log_path, stdout_path)
+    run_step_command(cmd, log_path, stdout_path, cpu_seconds=cpu_seconds)
     return time.perf_counter() - t0
 
 
@@ -373,6 +378,8 @@ def corpus_lines_tag(spec: PairSpec, args: argparse.Namespace) -> str:
     tag = f"train{args.train_lines or 'all'}"
     if spec.split_files["test"] is None:
         tag += f"-holdout{args.test_lines}"
+    if args.data_replica:
+        tag += f"-replica{args.data_replica}"
     return tag
 
 
@@ -498,7 +505,8 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     prepared = prepare(PrepareConfig(
         src=s, tgt=t, workers=args.workers, align_splits=SPLITS, align_reversed=(s, t) != spec.align_langs,
         full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
-        eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram"), layout)
+        eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram",
+        seed=args.data_replica or 1), layout)
     times = StepTimes(root / "times.json")  # as prepare() left it
     corpus_info["align_seconds"] = prepared.seconds["align (train+valid+test)"]
     oracle_dir = root / "oracle"
@@ -572,6 +580,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     pair.info = {
         **corpus_info,
         "work": str(root),
+        "data_replica": args.data_replica,
         "reorderer": {"train_seconds": reorderer_seconds, "reorder_seconds": reorder_seconds,
                       "iterations": args.reorder_iterations or "train-reorderer default",
                       "train_sentences": args.reorder_lines or corpus_info["sentences"]["train"],
@@ -644,9 +653,12 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
         *cfg.fairseq_args(), "--seed", str(seed), "--no-epoch-checkpoints", "--disable-validation", "--log-format",
         "json", "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args()])
     log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
-    seconds = run(cmd, run_dir / "train.log")
+    cpu: list[float] = []
+    seconds = run(cmd, run_dir / "train.log", cpu_seconds=cpu)
     stats = parse_train_log(run_dir / "train.log")
-    meta = {"seconds": round(seconds, 1), "resumed_from_checkpoint": resumed, **stats,
+    # CPU seconds: this run's own work, whatever else the machine ran (wall seconds grow with the load)
+    meta = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu[0], 1), "resumed_from_checkpoint": resumed,
+            **stats,
             "updates_per_s": round(stats.get("updates", cfg.max_update) / seconds, 3),
             "command": shlex.join(map(str, cmd))}
     write_json(meta_path, meta)
@@ -693,7 +705,13 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
                        args: argparse.Namespace) -> dict | None:
     """Train one system with one seed, then score it on every evaluation set (oracle systems: valid only).
     With --no-train, None for a run whose training has not finished."""
-    if args.no_train and not (pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}" / "train.json").exists():
+    run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+    key = run_records.RunKey(pair.spec.name, system, seed)
+    if args.records and not (run_dir / "train.json").exists() and run_records.has_record(args.records, key):
+        # finished in an earlier session or on another machine: its scores and hypotheses, not its checkpoint
+        run_records.import_run(args.records, key, run_dir, cfg.tag())
+        log(f"{pair.spec.name} {system} seed {seed}: taken from the record in {args.records}")
+    if args.no_train and not (run_dir / "train.json").exists():
         log(f"--no-train: {pair.spec.name} {system} seed {seed} has not been trained; left out")
         return None
     train = train_system(pair, system, seed, cfg, args)
@@ -702,10 +720,26 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
         names = ["valid"]
     else:  # other positions mean nothing to models that do not read the reorderer's (vanilla, controls)
         names = [n for n, e in pair.eval_sets.items() if spec.reads_reorderer or not e.xl_only]
+    checkpoint = (run_dir / "checkpoint_last.pt").exists()
+    if args.records and not checkpoint and run_records.has_record(args.records, key):
+        # a run from its record: what it was scored on then, nothing new (no checkpoint to decode with)
+        unscored = [n for n in names if not (run_dir / "scores" / f"{n.replace(':', '_')}.json").exists()]
+        if unscored:
+            log(f"{pair.spec.name} {system} seed {seed}: no checkpoint here, so not scored on {', '.join(unscored)}")
+        names = [n for n in names if n not in unscored]
     out = {"train": train,
            "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
-    if args.attention_aer and not spec.oracle:
+    if args.attention_aer and not spec.oracle and (checkpoint or attention_path(run_dir, args).exists()):
         out["attention"] = attention_aer(pair, system, seed, cfg, args)
+    if args.records and not run_records.has_record(args.records, key):
+        run_records.export_run(run_dir, args.records, key, cfg.tag(), {
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine_info(),
+            "data": {k: pair.info.get(k) for k in ("data_replica", "reordering_vs_oracle", "reorderer", "buckets")},
+            "bleu_py_config": {"train_lines": args.train_lines, "test_lines": args.test_lines,
+                               "spm_vocab": args.spm_vocab, "reorder_iterations": args.reorder_iterations,
+                               "reorder_lines": args.reorder_lines, "contrast": args.contrast,
+                               "contrast_window": args.contrast_window, "contrast_seed": args.contrast_seed}})
+        log(f"{pair.spec.name} {system} seed {seed}: recorded in {args.records}")
     return out
 
 
@@ -782,40 +816,103 @@ def significance_pairs(systems: Sequence[str], compare: Sequence[tuple[str, str]
 
 def pair_significance(pair: PreparedPair, runs: dict, cfg: TrainConfig, compare: Sequence[tuple[str, str]],
                       args: argparse.Namespace) -> list[dict]:
+    """significance_tests of a prepared pair, from the hypotheses its runs stored; cached beside the runs."""
+    run_root = pair.root / "runs" / cfg.tag()
+
+    def hypotheses(name: str, seed: str) -> list[str] | None:
+        path = run_root / f"{name}.seed{seed}" / "hyp" / "test.txt"
+        return read_lines(str(path)) if path.exists() else None
+
+    return significance_tests(pair.spec, runs, pair.eval_sets["test"].refs, compare, args, hypotheses,
+                              run_root / "significance")
+
+
+def significance_tests(spec: PairSpec, runs: dict, refs: list[str], compare: Sequence[tuple[str, str]],
+                       args: argparse.Namespace, hypotheses: Callable[[str, str], list[str] | None],
+                       cache: Path | None) -> list[dict]:
     """sacreBLEU's paired bootstrap and approximate randomization (xlpos/evaluation/significance.py) of every pair
-    of significance_pairs on test, from the hypotheses the runs stored; one test per seed pair (the same seed) and
-    one on the seed-concatenated test set. Cached beside the runs, keyed by the hypotheses and the settings."""
+    of significance_pairs on test; one test per seed pair (the same seed) and one on the seed-concatenated test
+    set. Cached in `cache` (when given), keyed by the hypotheses and the settings."""
     sig = evaluation_module("significance")
-    test = pair.eval_sets["test"]
     out = []
     for system, baseline in significance_pairs(list(runs), compare):
-        hyp_files = {}
-        for name in (system, baseline):
-            hyp_files[name] = {seed: pair.root / "runs" / cfg.tag() / f"{name}.seed{seed}" / "hyp" / "test.txt"
-                               for seed in runs[name]}
-        missing = [str(p) for files in hyp_files.values() for p in files.values() if not p.exists()]
+        hyps = {name: {seed: hypotheses(name, seed) for seed in runs[name]} for name in (system, baseline)}
+        missing = [f"{name} seed {seed}" for name, by_seed in hyps.items() for seed, h in by_seed.items() if h is None]
         if missing:
-            log(f"significance {system} vs {baseline}: no stored hypotheses {missing[0]}; left out")
+            log(f"significance {system} vs {baseline}: no stored hypotheses of {missing[0]}; left out")
             continue
-        digest = hashlib.sha1()
+        digest = hashlib.sha1()  # over what the hypothesis files hold (the key of caches made before)
         for name in (system, baseline):
-            for seed, path in sorted(hyp_files[name].items()):
-                digest.update(f"{name}.{seed}\n".encode() + path.read_bytes())
+            for seed, lines in sorted(hyps[name].items()):
+                digest.update(f"{name}.{seed}\n".encode() + "".join(x + "\n" for x in lines).encode())
         key = {"hypotheses_sha1": digest.hexdigest(), "bs_samples": args.bs_samples, "ar_trials": args.ar_trials,
-               "tokenize": pair.spec.bleu_tokenize}
-        path = pair.root / "runs" / cfg.tag() / "significance" / f"test.{system}.vs.{baseline}.json"
-        if path.exists() and read_json(path).get("key") == key:
+               "tokenize": spec.bleu_tokenize}
+        path = cache / f"test.{system}.vs.{baseline}.json" if cache else None
+        if path and path.exists() and read_json(path).get("key") == key:
             out.append(read_json(path))
             continue
-        log(f"{pair.spec.name}: significance of {system} against {baseline} on test")
-        hyps = {name: {seed: read_lines(str(p)) for seed, p in files.items()} for name, files in hyp_files.items()}
-        [comparison] = sig.compare_over_seeds(baseline, hyps[baseline], {system: hyps[system]}, test.refs,
-                                              tokenize=pair.spec.bleu_tokenize, bs_samples=args.bs_samples,
+        log(f"{spec.name}: significance of {system} against {baseline} on test")
+        [comparison] = sig.compare_over_seeds(baseline, hyps[baseline], {system: hyps[system]}, refs,
+                                              tokenize=spec.bleu_tokenize, bs_samples=args.bs_samples,
                                               ar_trials=args.ar_trials)
         record = {"set": "test", **comparison.to_dict(), "key": key}
-        write_json(path, record)
+        if path:
+            write_json(path, record)
         out.append(record)
     return out
+
+
+def test_references(spec: PairSpec, args: argparse.Namespace) -> list[str]:
+    """What test hypotheses are scored against, read from the corpus as prepare_corpus reads it."""
+    lines = select_splits(spec, Path(args.data) / spec.corpus, spec.tgt, args.train_lines, args.test_lines)["test"]
+    return [" ".join(x.split()) for x in lines] if spec.pretokenized else lines
+
+
+def attention_entry(record: dict) -> dict:
+    return {"gold": "silver: eflomal alignment of test (grow-diag-final-and)", "layer": record["layer"],
+            "head": record["head"], "scores": record["scores"]}
+
+
+def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[int], cfg: TrainConfig,
+                        compare: Sequence[tuple[str, str]], args: argparse.Namespace) -> dict:
+    """One pair's results from the committed records alone (--no-train --records): no data, work directory or
+    checkpoint. Significance is recomputed from the recorded hypotheses and the corpus's references."""
+    runs: dict = {}
+    data: dict = {}
+    for system in systems:
+        for seed in seeds:
+            key = run_records.RunKey(spec.name, system, seed)
+            if not run_records.has_record(args.records, key):
+                log(f"--no-train: {spec.name} {system} seed {seed} has no record in {args.records}; left out")
+                continue
+            record = run_records.read_record(args.records, key, cfg.tag())
+            evals, attention = {}, None
+            for rel, obj in record["files"].items():
+                folder, name = rel.split("/", 1)
+                if folder == "scores":
+                    stem = name[:-len(".json")]
+                    evals["extra:" + stem[len("extra_"):] if stem.startswith("extra_") else stem] = obj
+                elif rel == f"attention/test.layer{args.attention_layer}.json":
+                    attention = attention_entry(obj)
+            runs.setdefault(system, {})[str(seed)] = {"train": record["train"], "eval": evals,
+                                                      **({"attention": attention} if attention else {})}
+            data.setdefault(str(seed), record["provenance"].get("data"))
+
+    def hypotheses(name: str, seed: str) -> list[str] | None:
+        try:
+            return run_records.read_hypotheses(args.records, run_records.RunKey(spec.name, name, int(seed)), "test")
+        except run_records.RecordError:
+            return None
+
+    first = next((d for d in data.values() if d), {})
+    return {"records": str(args.records), "data_by_seed": data, "buckets": first.get("buckets", {}), "runs": runs,
+            "summary": pair_summary(runs),
+            "significance": significance_tests(spec, runs, test_references(spec, args), compare, args, hypotheses,
+                                               None)}
+
+
+def attention_path(run_dir: Path, args: argparse.Namespace) -> Path:
+    return run_dir / "attention" / f"test.layer{args.attention_layer}.json"
 
 
 def attention_aer(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, args: argparse.Namespace) -> dict:
@@ -823,15 +920,13 @@ def attention_aer(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, 
     force-decoding the references) on test, against the eflomal alignment of test: silver, not gold."""
     run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
     layer = args.attention_layer
-    out = run_dir / "attention" / f"test.layer{layer}.json"
+    out = attention_path(run_dir, args)
     if not out.exists():
         run([sys.executable, "-m", "xlpos.evaluation.align_attention", pair.data_bin, "--path",
              run_dir / "checkpoint_last.pt", "--gen-subset", "test", "--layer", str(layer),
              "--gold", pair.root / "oracle" / "test.align", "--out-prefix", run_dir / "attention" / f"test.layer{layer}",
              "--json", out, "--max-tokens", str(args.gen_max_tokens)], run_dir / "attention.log")
-    record = read_json(out)
-    return {"gold": "silver: eflomal alignment of test (grow-diag-final-and)", "layer": record["layer"],
-            "head": record["head"], "scores": record["scores"]}
+    return attention_entry(read_json(out))
 
 
 def contrast_drops(entry: dict) -> dict:
@@ -1103,6 +1198,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default="/tmp/xlpos-bleu", help="cache directory; every step is skipped when done")
     p.add_argument("--data", default=str(DATA), help="directory holding enja/ and ende/")
     p.add_argument("--out", default="results.json", help="JSON with every figure")
+    p.add_argument("--records", type=Path,
+                   help="directory of committed run records (benchmarks/run_records.py): every finished run is "
+                        "recorded there, and a recorded run is not trained again; with --no-train, the results "
+                        "are gathered from the records alone (no work directory, data or checkpoint needed)")
+    p.add_argument("--data-replica", type=int, default=0,
+                   help="N > 0: a data replica of its own (alignment, oracle, reorderer seeded N, XL positions), "
+                        "so that runs of several replicas show the spread the unseeded alignment adds (0: the "
+                        "shared cache, default)")
     p.add_argument("--no-train", action="store_true",
                    help="train nothing: report (and score, where scores are missing) the runs already trained")
     p.add_argument("--prepare-only", action="store_true",
@@ -1218,6 +1321,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     for pair_name in pairs:
         spec = PAIRS[pair_name]
+        if args.no_train and args.records:
+            results["pairs"][pair_name] = gather_from_records(spec, all_systems, seeds, cfg, compare, args)
+            results["machine"] = machine_info()
+            write_json(Path(args.out), results)
+            continue
         t0 = time.perf_counter()
         pair = prepare_pair(spec, args, extra[pair_name])
         prep_seconds = time.perf_counter() - t0

@@ -242,14 +242,20 @@ def pool_worker_setup() -> None:
     die_with_parent()
 
 
-def run_child(args: Sequence[str], **kwargs: Any) -> int:
+def run_child(args: Sequence[str], cpu_seconds: list[float] | None = None, **kwargs: Any) -> int:
     """Run a program that dies with this process (PR_SET_PDEATHSIG) and is killed if this process is
-    interrupted or fails while waiting; returns its exit status."""
+    interrupted or fails while waiting; returns its exit status. With `cpu_seconds`, the CPU time (user + system)
+    of the program and the descendants it waited for is appended to it: its own, whatever else the machine runs."""
     _load_libc()
     parent = os.getpid()
     proc = subprocess.Popen(list(args), preexec_fn=lambda: die_with_parent(parent), **kwargs)
     try:
-        return proc.wait()
+        if cpu_seconds is None:
+            return proc.wait()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu_seconds.append(usage.ru_utime + usage.ru_stime)
+        return proc.returncode
     except BaseException:
         proc.kill()
         proc.wait()

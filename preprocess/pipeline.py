@@ -93,10 +93,10 @@ class Steps:
 
 
 def run(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike, stdout_path: str | os.PathLike | None = None,
-        verbose: bool = False) -> None:
+        verbose: bool = False, cpu_seconds: list[float] | None = None) -> None:
     """Run one command of a step, with its output appended to `log_path` (with `verbose`, also shown) and its
     stdout written to `stdout_path` atomically when given. A failure shows the end of the log and raises
-    StepFailed, so that the step is not marked complete."""
+    StepFailed, so that the step is not marked complete. `cpu_seconds`: see io.run_child (not with verbose)."""
     cmd = [os.fspath(c) for c in cmd]
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,11 +111,11 @@ def run(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike, stdout_pa
                 err.write(text)
             status = proc.wait()
         elif stdout_path is None:
-            status = run_child(cmd, stdout=err, stderr=err)
+            status = run_child(cmd, cpu_seconds, stdout=err, stderr=err)
         else:
             sink = None if verbose else err
             with atomic_output(os.fspath(stdout_path)) as out:
-                status = run_child(cmd, stdout=out, stderr=sink)
+                status = run_child(cmd, cpu_seconds, stdout=out, stderr=sink)
                 if status:
                     raise StepFailed(_failure(cmd, status, log_path))
     if status:
@@ -333,6 +333,7 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         iterations = f"{cfg.reorder_iterations} iterations" if cfg.reorder_iterations else "default iterations"
         log(f"train-reorderer: {n_reorder} sentences, {iterations}{' (resuming its snapshot)' if resume else ''}")
         run(prep_cmd("train-reorderer", "--src", train_src, "--oracle", train_oracle, "--model", layout.reorderer,
+                     "--seed", str(cfg.seed),
                      *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
                      *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
                      *(["--resume"] if resume else [])),

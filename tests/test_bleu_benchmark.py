@@ -254,7 +254,7 @@ def test_contrast_and_oracle_sets_go_to_models_reading_reorderer_positions(monke
     for name, xl_only in (("valid", False), ("test", False), (bleu.VALID_ORACLE_POSITIONS, True),
                           ("test@reversed", True)):
         pair.eval_sets[name] = bleu.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
-    args = Namespace(no_train=False, attention_aer=False)
+    args = Namespace(no_train=False, attention_aer=False, records=None)
     cfg = bleu.TrainConfig()
 
     def sets(system: str) -> list[str]:
@@ -343,3 +343,69 @@ def test_compare_option() -> None:
         bleu.parse_compare("rope:rope-monotone", ["rope"])
     with pytest.raises(ValueError, match="expected SYSTEM:BASELINE"):
         bleu.parse_compare("rope", ["rope"])
+
+
+def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(monkeypatch, tmp_path: Path) -> None:
+    # A run trained and scored under one work directory is recorded; under another (a new machine) it is taken
+    # from the record, not trained again; --no-train --records gathers the same figures and significance from the
+    # records alone.
+    import random
+    rng = random.Random(1)
+    vocab = [f"w{i}" for i in range(30)]
+    refs = [" ".join(rng.choices(vocab, k=8)) for _ in range(40)]
+    hyps = {"vanilla": [" ".join(w if rng.random() > 0.5 else "x" for w in r.split()) for r in refs],
+            "input": [" ".join(w if rng.random() > 0.1 else "x" for w in r.split()) for r in refs]}
+    cfg = bleu.TrainConfig(max_update=5)
+    records = tmp_path / "records"
+    args = Namespace(no_train=False, attention_aer=False, attention_layer=-1, records=records, train_lines=0,
+                     test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, contrast=[],
+                     contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
+
+    def make_pair(root: Path):
+        pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin")
+        pair.eval_sets["test"] = bleu.EvalSet("test", root, "test", refs, [r.split() for r in refs], None)
+        pair.info = {"data_replica": 1, "buckets": {}}
+        return pair
+
+    def fake_train(pair, system, seed, cfg, args):
+        run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+        bleu.write_json(run_dir / "train.json", {"seconds": 3.0, "cpu_seconds": 2.5})
+        (run_dir / "checkpoint_last.pt").write_bytes(b"weights")
+        return bleu.read_json(run_dir / "train.json")
+
+    def fake_generate(pair, system, seed, cfg, eval_set, args):
+        run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+        bleu.write_lines(run_dir / "hyp" / "test.txt", hyps[system])
+        scores = bleu.score_translations(hyps[system], refs, "none", None, None)
+        bleu.write_json(run_dir / "scores" / "test.json", scores)
+        return scores
+
+    real_evaluate = bleu.evaluate_system
+    monkeypatch.setattr(bleu, "machine_info", lambda: {"cpu_model": "test"})
+    monkeypatch.setattr(bleu, "train_system", fake_train)
+    monkeypatch.setattr(bleu, "evaluate_system", fake_generate)
+    first = {s: bleu.train_and_evaluate(make_pair(tmp_path / "a"), s, 1, cfg, args) for s in hyps}
+    assert sorted(p.parent.name for p in records.rglob("record.json")) == ["input.seed1", "vanilla.seed1"]
+    assert not list(records.rglob("*.pt"))
+
+    def no_training(*a):
+        raise AssertionError("a recorded run was trained or decoded again")
+    monkeypatch.setattr(bleu, "train_system", lambda pair, system, seed, cfg, args: bleu.read_json(
+        pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}" / "train.json"))
+    monkeypatch.setattr(bleu, "evaluate_system", real_evaluate)  # reads the recorded scores
+    monkeypatch.setattr(bleu, "generate", no_training)
+    second = {s: bleu.train_and_evaluate(make_pair(tmp_path / "b"), s, 1, cfg, args) for s in hyps}
+    assert second == first
+    assert (tmp_path / "b" / "runs" / cfg.tag() / "input.seed1" / "hyp" / "test.txt").read_text().splitlines() \
+        == hyps["input"]
+
+    monkeypatch.setattr(bleu, "test_references", lambda spec, args: refs)
+    gathered = bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla", "input", "head"], [1], cfg, [], args)
+    assert gathered["runs"] == {s: {"1": first[s]} for s in hyps}
+    assert gathered["summary"] == bleu.pair_summary({s: {"1": first[s]} for s in hyps})
+    [test] = gathered["significance"]
+    assert (test["system"], test["baseline"]) == ("input", "vanilla")
+    assert test["significant_seed_pairs"]["BLEU"] == 1
+    # another configuration's records are not silently mixed in
+    with pytest.raises(Exception, match="made with configuration"):
+        bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla"], [1], bleu.TrainConfig(max_update=6), [], args)
