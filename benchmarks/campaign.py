@@ -8,8 +8,9 @@ campaign.json:
      "bleu_args": ["--max-update", "1200", ...],      # shared by every invocation (configuration, evaluation)
      "units": [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input", ...]}, ...]}
 
-A unit is one pair and one seed: its data replica (alignment, reorderer, positions for that seed) and the systems
-trained on it, run by one bleu.py invocation so that they share that replica. Units run in the order listed, so a
+A unit is one pair and one seed: its data replica (bleu.py --data-replica SEED: an alignment, oracle, reorderer and
+XL positions of its own, so that the spread over seeds includes the unseeded eflomal's) and the systems trained on
+it, run by one bleu.py invocation so that they share that replica. Units run in the order listed, so a
 campaign cut short has its most important units. What is done is read from the records alone:
 
     python benchmarks/campaign.py status docs/runs/2026-12-results
@@ -93,7 +94,7 @@ def load_campaign(directory: Path) -> Campaign:
             if (u.pair, u.seed, s) in seen:
                 raise CampaignError(f"{path}: {u.pair} {s} seed {u.seed} is listed twice")
             seen.add((u.pair, u.seed, s))
-    for reserved in ("--pairs", "--seeds", "--systems", "--records", "--work", "--no-train", "--out"):
+    for reserved in ("--pairs", "--seeds", "--systems", "--records", "--work", "--no-train", "--out", "--data-replica"):
         if reserved in bleu_args:
             raise CampaignError(f"{path}: bleu_args may not set {reserved}; the campaign sets it per unit")
     return Campaign(Path(directory), str(spec.get("description", "")), bleu_args, units)
@@ -125,8 +126,10 @@ def status_lines(c: Campaign) -> list[str]:
 
 
 def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, jobs: int) -> list[str]:
+    # the unit's own data replica (alignment, reorderer): the spread over seeds includes the unseeded alignment's
     return [sys.executable, str(BLEU), *c.bleu_args, "--pairs", unit.pair, "--seeds", str(unit.seed),
-            "--systems", ",".join(systems), "--records", str(c.directory), "--work", work, "--jobs", str(jobs),
+            "--data-replica", str(unit.seed), "--systems", ",".join(systems), "--records", str(c.directory),
+            "--work", work, "--jobs", str(jobs),
             "--out", str(Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}.json")]
 
 

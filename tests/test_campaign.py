@@ -67,6 +67,7 @@ def test_run_does_the_missing_runs_in_unit_order_and_a_second_run_nothing(fake_b
     assert [(a[a.index("--pairs") + 1], a[a.index("--systems") + 1]) for a in got] == [("ja-en", "input"),
                                                                                       ("en-de", "vanilla")]
     assert got[0][:2] == ["--max-update", "1200"]  # the campaign's shared arguments come first
+    assert got[0][got[0].index("--data-replica") + 1] == "1"  # the unit's seed is its data replica
     assert "3/3 runs recorded" in capsys.readouterr().out
     assert campaign.main(["run", str(c), "--work", str(work)]) == 0
     assert len(calls(work)) == 2
