@@ -734,7 +734,7 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
     if args.records and not run_records.has_record(args.records, key):
         run_records.export_run(run_dir, args.records, key, cfg.tag(), {
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine_info(),
-            "data": {k: pair.info.get(k) for k in ("data_replica", "reordering_vs_oracle", "reorderer", "buckets")},
+            "data": pair.info,  # the data replica: sizes, reorderer and its tau, buckets, step times
             "bleu_py_config": {"train_lines": args.train_lines, "test_lines": args.test_lines,
                                "spm_vocab": args.spm_vocab, "reorder_iterations": args.reorder_iterations,
                                "reorder_lines": args.reorder_lines, "contrast": args.contrast,
@@ -904,8 +904,9 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
         except run_records.RecordError:
             return None
 
+    # the pair's figures of the first seed's data replica (what one run of bleu.py reports), every replica's beside
     first = next((d for d in data.values() if d), {})
-    return {"records": str(args.records), "data_by_seed": data, "buckets": first.get("buckets", {}), "runs": runs,
+    return {**first, "records": str(args.records), "data_by_seed": data, "runs": runs,
             "summary": pair_summary(runs),
             "significance": significance_tests(spec, runs, test_references(spec, args), compare, args, hypotheses,
                                                None)}

@@ -7,7 +7,8 @@ those small files, nothing else, in a directory of the repository:
 
     RECORDS/PAIR/SYSTEM.seedN/record.json        train + config + scores + attention + provenance, one JSON
     RECORDS/PAIR/SYSTEM.seedN/hyp/SET.txt.gz     hypotheses of the sets named in HYPOTHESIS_SETS (gzip, mtime 0)
-    RECORDS/PAIR/data.seedN.json                 what the data replica of seed N was (bleu.py's pair info)
+
+(bleu.py puts what the run's data replica was, its pair information, in the record's provenance.)
 
 `export_run` writes a record from a finished run directory; `import_run` writes the small files back into a run
 directory (no checkpoint), where bleu.py finds a trained, scored run and skips it. Both write atomically and
@@ -164,15 +165,3 @@ def list_records(records: Path, pair: str) -> list[RunKey]:
         if m:
             keys.append(RunKey(pair, m["system"], int(m["seed"])))
     return sorted(keys, key=lambda k: (k.system, k.seed))
-
-
-def export_data_info(records: Path, pair: str, data_seed: int, info: dict) -> Path:
-    path = Path(records) / pair / f"data.seed{data_seed}.json"
-    _write_bytes_atomic(path, _json_bytes({"format": RECORD_FORMAT, "pair": pair, "data_seed": data_seed,
-                                           "info": info}))
-    return path
-
-
-def read_data_info(records: Path, pair: str, data_seed: int) -> dict | None:
-    path = Path(records) / pair / f"data.seed{data_seed}.json"
-    return _read_json(path)["info"] if path.is_file() else None

@@ -102,9 +102,3 @@ def test_a_record_filed_under_the_wrong_name_is_refused(tmp_path: Path):
     rr.record_dir(records, KEY).rename(rr.record_dir(records, other))
     with pytest.raises(rr.RecordError, match="holds ja-en input-gated seed 2, not ja-en vanilla.seed2"):
         rr.read_record(records, other)
-
-
-def test_data_info_round_trip(tmp_path: Path):
-    assert rr.read_data_info(tmp_path, "en-de", 3) is None
-    rr.export_data_info(tmp_path, "en-de", 3, {"reorderer_tau": 0.97})
-    assert rr.read_data_info(tmp_path, "en-de", 3) == {"reorderer_tau": 0.97}
