@@ -38,6 +38,25 @@ def test_multi30k_uses_its_own_test_file(tmp_path: Path) -> None:
     assert splits["test"][0] == "test_2016_flickr 0"
 
 
+def test_synthetic_pair_is_generated_once_with_its_gold_alignment(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(bleu.SYNTH_CORPUS, "train", 50)
+    spec = bleu.PAIRS["synth"]
+    args = Namespace(work=str(tmp_path), data=str(tmp_path / "no-data-needed"), train_lines=0, test_lines=1000)
+    corpus = bleu.corpus_dir(spec, args)
+    gold = corpus / spec.gold_alignment
+    splits = bleu.select_splits(spec, corpus, spec.src, 0, 1000)
+    assert [len(splits[s]) for s in bleu.SPLITS] == [50, 500, 500]  # synth's own test set, not held out of train
+    assert len(gold.read_text(encoding="utf-8").splitlines()) == 500
+    assert spec.align_langs == ("src", "tgt") and bleu.attention_reference(spec).startswith("gold")
+    assert bleu.attention_reference(bleu.PAIRS["ja-en"]).startswith("silver")
+    # the same corpus on every call (a gather on another machine regenerates the references it scores against)
+    before = gold.stat().st_mtime_ns
+    refs = bleu.select_splits(spec, corpus, spec.tgt, 0, 1000)["test"]
+    assert bleu.test_references(spec, args) == refs and gold.stat().st_mtime_ns == before
+    other = Namespace(**{**vars(args), "work": str(tmp_path / "elsewhere")})
+    assert bleu.test_references(spec, other) == refs
+
+
 def test_order_tau_measures_movement() -> None:
     assert bleu.order_tau([0, 1, 2, 3]) == 1.0
     assert bleu.order_tau([3, 2, 1, 0]) == -1.0
@@ -250,7 +269,8 @@ def test_contrast_options_and_set_names() -> None:
 def test_contrast_and_oracle_sets_go_to_models_reading_reorderer_positions(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(bleu, "train_system", lambda *a: {"seconds": 1.0})
     monkeypatch.setattr(bleu, "evaluate_system", lambda pair, system, seed, cfg, eval_set, args: {"bleu": 1.0})
-    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin")
+    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
+                             tmp_path / "oracle" / "test.align")
     for name, xl_only in (("valid", False), ("test", False), (bleu.VALID_ORACLE_POSITIONS, True),
                           ("test@reversed", True)):
         pair.eval_sets[name] = bleu.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
@@ -280,7 +300,8 @@ def test_contrast_drops_in_the_summary_and_table() -> None:
 
 
 def _pair_with_runs(tmp_path: Path, cfg, hyps: dict[str, dict[int, list[str]]], refs: list[str]):
-    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin")
+    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
+                             tmp_path / "oracle" / "test.align")
     pair.eval_sets["test"] = bleu.EvalSet("test", tmp_path, "test", refs, [r.split() for r in refs], None)
     runs = {}
     for system, by_seed in hyps.items():
@@ -362,7 +383,8 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
                      contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
 
     def make_pair(root: Path):
-        pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin")
+        pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
+                                 root / "oracle" / "test.align")
         pair.eval_sets["test"] = bleu.EvalSet("test", root, "test", refs, [r.split() for r in refs], None)
         pair.info = {"data_replica": 1, "buckets": {}}
         return pair
