@@ -90,6 +90,8 @@ from xlpos_prep.translate import generate, hypothesis_words  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
+from buckets import (BucketSpec, assign_buckets, bucket_bleu, make_buckets, order_tau,  # noqa: E402,F401
+                     pooled_bucket_bleu, quantile_edges)
 
 SYSTEMS = ("vanilla", "input", "head", "rope")
 XL_SYSTEMS = ("input", "head", "rope")
@@ -217,95 +219,6 @@ def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None,
 
 # Steps of this benchmark are run by the pipeline's one implementation of the completion rule.
 StepTimes = Steps
-
-
-# ------------------------------------------------------------------------------------------------ buckets
-def quantile_edges(values: Sequence[float], buckets: int) -> list[float]:
-    """Upper edges (inclusive) of up to `buckets` groups with about equal counts; duplicates merged."""
-    ordered = sorted(values)
-    if not ordered:
-        return []
-    edges = []
-    for k in range(1, buckets):
-        edge = ordered[min(len(ordered) - 1, math.ceil(k * len(ordered) / buckets) - 1)]
-        if not edges or edge > edges[-1]:
-            edges.append(edge)
-    if not edges or edges[-1] < ordered[-1]:
-        edges.append(ordered[-1])
-    return edges
-
-
-def assign_buckets(values: Sequence[float], edges: Sequence[float]) -> list[int]:
-    """Index of the first edge >= value (the last bucket for values above every edge)."""
-    out = []
-    for v in values:
-        k = next((i for i, e in enumerate(edges) if v <= e), len(edges) - 1)
-        out.append(k)
-    return out
-
-
-def order_tau(order: Sequence[int]) -> float:
-    """Kendall tau of a predicted order against the source order: 1 = not moved, -1 = reversed."""
-    from xlpos_prep.metrics import kendall_tau_counts
-    n = len(order)
-    if n < 2:
-        return 1.0
-    discordant, pairs = kendall_tau_counts(list(order), list(range(n)))
-    return 1.0 - 2.0 * discordant / pairs
-
-
-@dataclass
-class BucketSpec:
-    """Sentence groups of one evaluation set: by source length in words and by how much the reorderer moves it."""
-    length_labels: list[str]
-    length_of: list[int]          # bucket index per sentence
-    reorder_labels: list[str]
-    reorder_of: list[int]
-
-    def summary(self) -> dict:
-        def count(of: list[int], labels: list[str]) -> list[dict]:
-            return [{"label": label, "sentences": of.count(k)} for k, label in enumerate(labels)]
-        return {"length": count(self.length_of, self.length_labels),
-                "reordering": count(self.reorder_of, self.reorder_labels)}
-
-
-def make_buckets(sources: Sequence[Sequence[str]], orders: Sequence[Sequence[int]], n_length: int = 4,
-                 n_reorder: int = 4) -> BucketSpec:
-    """Length buckets: quantiles of the source length. Reordering buckets: sentences the reorderer leaves in
-    source order (tau 1) form the first bucket; the others are split into quantiles of tau, most moved first."""
-    lengths = [len(s) for s in sources]
-    edges = quantile_edges(lengths, n_length)
-    lows = [min(lengths)] + [e + 1 for e in edges[:-1]]
-    length_labels = [f"{lo}-{hi}" if lo != hi else f"{lo}" for lo, hi in zip(lows, edges)]
-    length_of = assign_buckets(lengths, edges)
-
-    taus = [order_tau(o) for o in orders]
-    moved = [t for t in taus if t < 1.0]
-    tau_edges = quantile_edges(moved, n_reorder - 1) if moved else []
-    reorder_labels, reorder_of = [], []
-    lows_t = [min(moved)] + tau_edges[:-1] if moved else []
-    for k, (lo, hi) in enumerate(zip(lows_t, tau_edges)):
-        reorder_labels.append(f"tau {lo:.2f}..{hi:.2f}" if k == 0 else f"tau ({lo:.2f}..{hi:.2f}]")
-    reorder_labels.append("not moved")
-    moved_of = assign_buckets(moved, tau_edges)
-    it = iter(moved_of)
-    for t in taus:
-        reorder_of.append(len(tau_edges) if t >= 1.0 else next(it))
-    return BucketSpec(length_labels, length_of, reorder_labels, reorder_of)
-
-
-def bucket_bleu(hyps: Sequence[str], refs: Sequence[str], of: Sequence[int], n: int, tokenize: str) -> list:
-    """Corpus BLEU of each bucket (None for an empty bucket)."""
-    import sacrebleu
-    out = []
-    for k in range(n):
-        idx = [i for i, b in enumerate(of) if b == k]
-        if not idx:
-            out.append(None)
-            continue
-        bleu = sacrebleu.metrics.BLEU(tokenize=tokenize, force=tokenize == "none")
-        out.append(round(bleu.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score, 2))
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -580,6 +493,9 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     for split in ("valid", "test"):
         sources = [x.split() for x in read_lines(str(tok / f"{split}.{s}"))]
         orders = [[int(i) for i in x.split()] for x in read_lines(str(reo / f"{split}.order"))]
+        if split == "test":  # what the seed-pooled buckets need of this replica (pooled_bucket_bleu)
+            test_sentences = {"source_words": [len(x) for x in sources],
+                              "reorderer_tau": [round(order_tau(o), 4) for o in orders]}
         refs = read_lines(str((tok if spec.pretokenized else corpus_raw) / f"{split}.{t}"))
         ref_tokens = [x.split() for x in read_lines(str(tok / f"{split}.{t}"))]
         pair.eval_sets[split] = EvalSet(split, data_bin, split, refs, ref_tokens, make_buckets(sources, orders))
@@ -619,6 +535,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         "reordering_vs_oracle": reordering,
         "spm": {"vocab": args.spm_vocab, "type": "unigram", "joint": True},
         "buckets": {name: e.buckets.summary() for name, e in pair.eval_sets.items() if e.buckets},
+        "test_sentences": test_sentences,
         "prep_step_seconds": times.times,
     }
     if spec.gold_alignment:
@@ -854,14 +771,36 @@ def significance_pairs(systems: Sequence[str], compare: Sequence[tuple[str, str]
 def pair_significance(pair: PreparedPair, runs: dict, cfg: TrainConfig, compare: Sequence[tuple[str, str]],
                       args: argparse.Namespace) -> list[dict]:
     """significance_tests of a prepared pair, from the hypotheses its runs stored; cached beside the runs."""
-    run_root = pair.root / "runs" / cfg.tag()
+    return significance_tests(pair.spec, runs, pair.eval_sets["test"].refs, compare, args,
+                              stored_hypotheses(pair, cfg), pair.root / "runs" / cfg.tag() / "significance")
 
+
+def stored_hypotheses(pair: PreparedPair, cfg: TrainConfig) -> Callable[[str, str], list[str] | None]:
+    """(system, seed) -> the test hypotheses a run of this work directory stored (None: none)."""
     def hypotheses(name: str, seed: str) -> list[str] | None:
-        path = run_root / f"{name}.seed{seed}" / "hyp" / "test.txt"
+        path = pair.root / "runs" / cfg.tag() / f"{name}.seed{seed}" / "hyp" / "test.txt"
         return read_lines(str(path)) if path.exists() else None
+    return hypotheses
 
-    return significance_tests(pair.spec, runs, pair.eval_sets["test"].refs, compare, args, hypotheses,
-                              run_root / "significance")
+
+def seed_pooled_buckets(spec: PairSpec, runs: dict, refs: list[str], hypotheses: Callable[[str, str], list[str] | None],
+                        figures: dict[str, dict | None]) -> dict | None:
+    """Test BLEU by length and reordering bucket with every seed's sentences pooled, and a bootstrap band
+    (buckets.pooled_bucket_bleu). figures: seed -> its data replica's "test_sentences" (pair info). None when a
+    replica lacks them (records made before) or no run stored its hypotheses."""
+    items: dict = {}
+    for system, by_seed in runs.items():
+        if system.endswith(ORACLE_SUFFIX):  # evaluated on valid only
+            continue
+        for seed in by_seed:
+            hyps = hypotheses(system, seed)
+            if hyps is not None and (figures.get(seed) or {}).get("reorderer_tau"):
+                items.setdefault(system, {})[seed] = (hyps, refs)
+    if not items:
+        return None
+    used = {seed for by_seed in items.values() for seed in by_seed}
+    return pooled_bucket_bleu(items, {x: figures[x]["source_words"] for x in used},
+                              {x: figures[x]["reorderer_tau"] for x in used}, spec.bleu_tokenize)
 
 
 def significance_tests(spec: PairSpec, runs: dict, refs: list[str], compare: Sequence[tuple[str, str]],
@@ -949,10 +888,12 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
 
     # the pair's figures of the first seed's data replica (what one run of bleu.py reports), every replica's beside
     first = next((d for d in data.values() if d), {})
+    refs = test_references(spec, args)
     return {**first, "records": str(args.records), "data_by_seed": data, "runs": runs,
             "summary": pair_summary(runs),
-            "significance": significance_tests(spec, runs, test_references(spec, args), compare, args, hypotheses,
-                                               None)}
+            "significance": significance_tests(spec, runs, refs, compare, args, hypotheses, None),
+            "pooled_buckets": seed_pooled_buckets(
+                spec, runs, refs, hypotheses, {seed: (d or {}).get("test_sentences") for seed, d in data.items()})}
 
 
 def attention_path(run_dir: Path, args: argparse.Namespace) -> Path:
@@ -1391,9 +1332,12 @@ def main(argv: list[str] | None = None) -> int:
         for (system, seed) in jobs:  # the order of the flags, whatever order the jobs finished in
             if done[(system, seed)] is not None:
                 runs.setdefault(system, {})[str(seed)] = done[(system, seed)]
-        results["pairs"][pair_name] = {**pair.info, "prep_seconds_this_run": round(prep_seconds, 1),
-                                       "runs": runs, "summary": pair_summary(runs),
-                                       "significance": pair_significance(pair, runs, cfg, compare, args)}
+        results["pairs"][pair_name] = {
+            **pair.info, "prep_seconds_this_run": round(prep_seconds, 1), "runs": runs, "summary": pair_summary(runs),
+            "significance": pair_significance(pair, runs, cfg, compare, args),
+            "pooled_buckets": seed_pooled_buckets(spec, runs, pair.eval_sets["test"].refs,
+                                                  stored_hypotheses(pair, cfg),
+                                                  {seed: pair.info["test_sentences"] for seed in map(str, seeds)})}
         results["machine"] = machine_info()
         results["wall_seconds_this_run"] = round(time.time() - started, 1)
         write_json(Path(args.out), results)  # after every pair, so a long run shows progress

@@ -2,9 +2,11 @@
 
 One column per language pair, two rows: BLEU per bucket of source length (words; quantile buckets of the test
 set), and per bucket of how much the reorderer moves the sentence (Kendall tau of the predicted order against the
-source order; "not moved" = tau 1). Bars: the vanilla Transformer and the best XL system of that pair (highest
-mean test BLEU among the XL systems trained on reorderer positions); corpus BLEU of each bucket (sacreBLEU), mean
-over seeds, error bars = min..max over seeds when there are several.
+source order; "not moved" = tau 1). Lines: the vanilla Transformer, the rotary control (rope-monotone) when it
+was run, and the best XL system of that pair (highest mean test BLEU among the XL systems trained on reorderer
+positions: chosen after the fact, so read its line as the best case). Each point is the corpus BLEU of the bucket
+with every seed's test sentences pooled (each sentence in the bucket of its own seed's data replica), the band
+its bootstrap 95% interval (the JSON's "pooled_buckets", benchmarks/buckets.py).
 
     python benchmarks/plot_bleu.py --results results.json --out docs/bleu_by_length.png
 """
@@ -15,8 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-BUCKETS = (("bleu_by_length", "length", "source length (words)"),
-           ("bleu_by_reordering", "reordering", "reorderer's change of order (Kendall tau vs source order)"))
+BUCKETS = (("length", "source length (words)"),
+           ("reordering", "reorderer's change of order (Kendall tau vs source order)"))
+CONTROL = "rope-monotone"
 
 
 def best_xl_system(summary: dict) -> str | None:
@@ -31,6 +34,12 @@ def best_xl_system(summary: dict) -> str | None:
     return best
 
 
+def plotted_systems(pair: dict) -> list[str]:
+    """vanilla, the rotary control and the best XL system, those of them with pooled buckets."""
+    have = pair["pooled_buckets"]["length"]["systems"]
+    return [s for s in dict.fromkeys(("vanilla", CONTROL, best_xl_system(pair["summary"]))) if s and s in have]
+
+
 def plot_results(results: dict, out: Path) -> None:
     import logging
 
@@ -39,40 +48,39 @@ def plot_results(results: dict, out: Path) -> None:
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font search debug lines when the root logs DEBUG
     import matplotlib.pyplot as plt
 
-    pairs = [p for p, d in results["pairs"].items() if "test" in d.get("buckets", {})]
+    pairs = [p for p, d in results["pairs"].items() if d.get("pooled_buckets")]
     if not pairs:
-        raise ValueError("the results hold no pair with test-set buckets")
+        raise ValueError("the results hold no pair with seed-pooled buckets ('pooled_buckets': bleu.py runs and "
+                         "records from before 2026-12-03 lack the per-sentence figures they need)")
     fig, axes = plt.subplots(2, len(pairs), figsize=(5.2 * len(pairs), 7.5), squeeze=False)
     for col, pair_name in enumerate(pairs):
         pair = results["pairs"][pair_name]
-        summary = pair["summary"]
-        systems = [s for s in ("vanilla", best_xl_system(summary)) if s and s in summary]
-        for row, (key, kind, xlabel) in enumerate(BUCKETS):
+        systems = plotted_systems(pair)
+        for row, (kind, xlabel) in enumerate(BUCKETS):
             ax = axes[row][col]
-            buckets = pair["buckets"]["test"][kind]
-            labels = [f"{b['label']}\n(n={b['sentences']})" for b in buckets]
-            width = 0.8 / max(1, len(systems))
-            for k, system in enumerate(systems):
-                stats = summary[system]["test"].get(key, [])
-                means = [s.get("mean", float("nan")) if s.get("n") else float("nan") for s in stats]
-                lows = [m - s["min"] if s.get("n", 0) > 1 else 0 for m, s in zip(means, stats)]
-                highs = [s["max"] - m if s.get("n", 0) > 1 else 0 for m, s in zip(means, stats)]
-                xs = [i + (k - (len(systems) - 1) / 2) * width for i in range(len(stats))]
-                overall = summary[system]["test"]["bleu"]
-                several_seeds = any(s.get("n", 0) > 1 for s in stats)
-                ax.bar(xs, means, width, yerr=[lows, highs] if several_seeds else None, capsize=3,
-                       label=f"{system} (test BLEU {overall['mean']:.1f}, "
-                             f"{overall['n']} seed{'s' if overall['n'] > 1 else ''})")
-            ax.set_xticks(range(len(labels)))
-            ax.set_xticklabels(labels, fontsize=7)
+            pooled = pair["pooled_buckets"][kind]
+            cells = pooled["systems"]
+            counts = [max((c[k]["sentences"] for c in cells.values() if c[k]), default=0)
+                      for k in range(len(pooled["labels"]))]
+            for system in systems:
+                xs = [k for k, c in enumerate(cells[system]) if c]
+                points = [cells[system][k] for k in xs]
+                overall = pair["summary"][system]["test"]["bleu"]
+                line, = ax.plot(xs, [c["bleu"] for c in points], marker="o",
+                                label=f"{system} (test BLEU {overall['mean']:.1f}, {overall['n']} "
+                                      f"seed{'s' if overall['n'] > 1 else ''})")
+                ax.fill_between(xs, [c["low"] for c in points], [c["high"] for c in points], alpha=0.2,
+                                color=line.get_color())
+            ax.set_xticks(range(len(pooled["labels"])))
+            ax.set_xticklabels([f"{label}\n(n={n})" for label, n in zip(pooled["labels"], counts)], fontsize=7)
             ax.set_xlabel(xlabel, fontsize=8)
             ax.set_ylabel("BLEU")
-            ax.set_ylim(bottom=0)
             ax.set_title(f"{pair_name}: BLEU by {kind}", fontsize=10)
-            ax.grid(axis="y", alpha=0.3)
+            ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"Test BLEU by bucket: vanilla vs the best XL system\n{results['config']['train']['max_update']} "
-                 "updates per system; bars: mean over seeds, error bars: min..max where several", fontsize=10)
+    fig.suptitle(f"Test BLEU by bucket, seeds pooled: vanilla, the rotary control and the best XL system\n"
+                 f"{results['config']['train']['max_update']} updates per system; bands: bootstrap 95% intervals "
+                 "(n = pooled sentences)", fontsize=10)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp" + out.suffix)  # same suffix: matplotlib picks the format from it

@@ -203,24 +203,69 @@ def test_training_config_is_shared_and_keyed() -> None:
     assert rope[rope.index("--xl-integration") + 1] == "rope" and bleu.parse_system("rope-oracle").oracle
 
 
+def pooled_example() -> tuple[dict, dict, dict]:
+    """Two seeds of 8 test sentences; seed 1's reorderer moved none of them, seed 2's moved all of them."""
+    refs = [" ".join(f"w{k}{i}" for i in range(4 + k % 3)) for k in range(8)]
+    wrong = [" ".join("zz" for _ in r.split()) for r in refs]
+    items = {"vanilla": {"1": (refs, refs), "2": (refs, refs)}, "input": {"1": (refs, refs), "2": (wrong, refs)}}
+    lengths = {seed: [len(r.split()) for r in refs] for seed in ("1", "2")}
+    taus = {"1": [1.0] * 8, "2": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]}
+    return items, lengths, taus
+
+
+def test_seed_pooled_buckets_follow_each_replica_and_carry_a_band() -> None:
+    items, lengths, taus = pooled_example()
+    pooled = bleu.pooled_bucket_bleu(items, lengths, taus, "none", samples=200)
+    reordering = pooled["reordering"]
+    assert reordering["labels"][-1] == "not moved"
+    input_cells, vanilla_cells = reordering["systems"]["input"], reordering["systems"]["vanilla"]
+    # the unmoved bucket holds seed 1's sentences only (where input is perfect), the others seed 2's (all wrong)
+    assert input_cells[-1]["sentences"] == 8 and input_cells[-1]["bleu"] == 100.0
+    assert all(c["bleu"] == 0.0 for c in input_cells[:-1]) and sum(c["sentences"] for c in input_cells) == 16
+    assert all(c["bleu"] == c["low"] == c["high"] == 100.0 for c in vanilla_cells)
+    # length buckets mix both seeds: input's BLEU lies inside its band, which is wide (half its sentences wrong)
+    for cell in pooled["length"]["systems"]["input"]:
+        assert cell["low"] <= cell["bleu"] <= cell["high"] and cell["seeds"] == 2
+    assert any(c["high"] - c["low"] > 10 for c in pooled["length"]["systems"]["input"])
+    assert bleu.pooled_bucket_bleu(items, lengths, taus, "none", samples=200) == pooled  # seeded
+    with pytest.raises(ValueError, match="seed 2"):
+        bleu.pooled_bucket_bleu(items, lengths, {"1": taus["1"]}, "none", samples=10)
+
+
+def test_seed_pooled_buckets_need_each_replicas_figures() -> None:
+    items, lengths, taus = pooled_example()
+    runs = {system: {seed: {} for seed in by_seed} for system, by_seed in items.items()}
+    hyps = lambda system, seed: items[system][seed][0]  # noqa: E731
+    refs = items["vanilla"]["1"][1]
+    figures = {seed: {"source_words": lengths[seed], "reorderer_tau": taus[seed]} for seed in ("1", "2")}
+    pooled = bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, figures)
+    assert pooled["reordering"]["systems"]["input"][-1]["bleu"] == 100.0
+    # a replica recorded without the figures (records made before) is left out, not guessed
+    partial = bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, {"1": figures["1"], "2": None})
+    assert {c["seeds"] for c in partial["length"]["systems"]["input"] if c} == {1}
+    assert bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, {"1": None, "2": None}) is None
+
+
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (extra 'bench') missing")
 def test_plot_from_results(tmp_path: Path) -> None:
     import plot_bleu
 
-    def entry(b: float, buckets: list[float]) -> dict:
-        return {"test": {"bleu": bleu.summarize([b]),
-                         "bleu_by_length": [bleu.summarize([x]) for x in buckets],
-                         "bleu_by_reordering": [bleu.summarize([x]) for x in buckets]}}
-    labels = [{"label": f"b{k}", "sentences": 10} for k in range(3)]
-    results = {"config": {"seeds": [1], "train": {"max_update": 5}},
-               "pairs": {"ja-en": {"buckets": {"test": {"length": labels, "reordering": labels}},
-                                   "summary": {"vanilla": entry(20, [18, 20, 22]), "input": entry(21, [19, 21, 23]),
-                                               "head": entry(22, [20, 22, 24]),
-                                               "head-oracle": entry(30, [30, 30, 30])}}}}
-    assert plot_bleu.best_xl_system(results["pairs"]["ja-en"]["summary"]) == "head"
+    items, lengths, taus = pooled_example()
+    items["rope-monotone"] = items["vanilla"]
+    items["head"] = items["vanilla"]
+    summary = {system: {"test": {"bleu": bleu.summarize([b, b])}} for system, b in
+               (("vanilla", 20), ("input", 21), ("head", 22), ("head-oracle", 30), ("rope-monotone", 20.5))}
+    results = {"config": {"seeds": [1, 2], "train": {"max_update": 5}},
+               "pairs": {"ja-en": {"summary": summary,
+                                   "pooled_buckets": bleu.pooled_bucket_bleu(items, lengths, taus, "none", 50)}}}
+    assert plot_bleu.best_xl_system(summary) == "head"
+    assert plot_bleu.plotted_systems(results["pairs"]["ja-en"]) == ["vanilla", "rope-monotone", "head"]
     out = tmp_path / "plot.png"
     plot_bleu.plot_results(json.loads(json.dumps(results)), out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    del results["pairs"]["ja-en"]["pooled_buckets"]
+    with pytest.raises(ValueError, match="seed-pooled"):
+        plot_bleu.plot_results(results, out)
 
 
 # ------------------------------------------------------------------------------------------------ issue 12
