@@ -687,7 +687,7 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
         out["attention"] = attention_aer(pair, system, seed, cfg, args)
     if args.records and not run_records.has_record(args.records, key):
         run_records.export_run(run_dir, args.records, key, cfg.tag(), {
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine_info(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine_info(), "code": code_version(),
             "data": pair.info,  # the data replica: sizes, reorderer and its tau, buckets, step times
             "bleu_py_config": {"train_lines": args.train_lines, "test_lines": args.test_lines,
                                "spm_vocab": args.spm_vocab, "reorder_iterations": args.reorder_iterations,
@@ -958,6 +958,19 @@ def pair_summary(runs: dict) -> dict:
         if drops:
             out[system]["contrast_drop_bleu"] = drops
     return out
+
+
+def code_version() -> str:
+    """The checkout's commit ('+modified' when tracked files differ from it): which code made a record."""
+    import subprocess
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + ("+modified" if dirty else "")
 
 
 def machine_info() -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import bleu  # noqa: E402
+import run_records  # noqa: E402
 
 
 def test_tanaka_test_set_is_the_held_out_end_of_train(tmp_path: Path) -> None:
@@ -431,7 +433,8 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
         pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
                                  root / "oracle" / "test.align")
         pair.eval_sets["test"] = bleu.EvalSet("test", root, "test", refs, [r.split() for r in refs], None)
-        pair.info = {"data_replica": 1, "buckets": {}}
+        pair.info = {"data_replica": 1, "buckets": {},
+                     "test_sentences": {"source_words": [8] * 40, "reorderer_tau": [1.0, 0.5] * 20}}
         return pair
 
     def fake_train(pair, system, seed, cfg, args):
@@ -473,6 +476,10 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     [test] = gathered["significance"]
     assert (test["system"], test["baseline"]) == ("input", "vanilla")
     assert test["significant_seed_pairs"]["BLEU"] == 1
+    # the seed-pooled buckets from the records alone: the replica's per-sentence figures travel in the record
+    assert [c["sentences"] for c in gathered["pooled_buckets"]["reordering"]["systems"]["input"]] == [20, 20]
+    record = run_records.read_record(records, run_records.RunKey("ja-en", "input", 1))
+    assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?|unknown.*", record["provenance"]["code"])
     # another configuration's records are not silently mixed in
     with pytest.raises(Exception, match="made with configuration"):
         bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla"], [1], bleu.TrainConfig(max_update=6), [], args)
