@@ -32,6 +32,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
@@ -125,9 +126,25 @@ def status_lines(c: Campaign) -> list[str]:
     return lines
 
 
+def unit_args(bleu_args: Sequence[str], systems: Sequence[str]) -> list[str]:
+    """bleu_args without the --compare A:B pairs that name a system this invocation does not train: bleu.py
+    refuses those, and `gather` tests them over the records of every unit."""
+    out: list[str] = []
+    args = iter(bleu_args)
+    for arg in args:
+        value = next(args, "") if arg == "--compare" else None
+        if arg.startswith("--compare="):
+            arg, value = "--compare", arg.split("=", 1)[1]
+        if value is None:
+            out.append(arg)
+        elif all(name in systems for name in value.split(":")):
+            out += [arg, value]
+    return out
+
+
 def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, jobs: int) -> list[str]:
     # the unit's own data replica (alignment, reorderer): the spread over seeds includes the unseeded alignment's
-    return [sys.executable, str(BLEU), *c.bleu_args, "--pairs", unit.pair, "--seeds", str(unit.seed),
+    return [sys.executable, str(BLEU), *unit_args(c.bleu_args, systems), "--pairs", unit.pair, "--seeds", str(unit.seed),
             "--data-replica", str(unit.seed), "--systems", ",".join(systems), "--records", str(c.directory),
             "--work", work, "--jobs", str(jobs),
             "--out", str(Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}.json")]

@@ -116,3 +116,11 @@ def test_gather_is_bleu_no_train_over_the_records(tmp_path):
     assert cmd[2:i] == ["--max-update", "1200"]
     assert cmd[i:] == ["--no-train", "--records", str(c.directory), "--pairs", "ja-en,en-de", "--systems",
                        "vanilla,input,rope", "--seeds", "1,2", "--out", "x.json"]
+
+
+def test_a_compare_pair_goes_only_to_units_that_train_both_systems():
+    args = ["--max-update", "9", "--compare", "input:input-sum", "--compare=rope:input", "--contrast", "all"]
+    assert campaign.unit_args(args, ["vanilla", "input", "rope"]) == [
+        "--max-update", "9", "--compare", "rope:input", "--contrast", "all"]
+    assert campaign.unit_args(args, ["input", "input-sum"]) == [
+        "--max-update", "9", "--compare", "input:input-sum", "--contrast", "all"]
