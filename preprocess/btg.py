@@ -69,6 +69,7 @@ FEAT_TERMINAL = 4  # the word sequence of an F span
 FEAT_OUTSIDE_CHILD = 8  # outside words conjoined with child boundary words
 FEAT_JUNCTION = 16  # the two words an S/I edge makes adjacent in the output, as realised by its children
 FEAT_WIDE = 32  # second words inside/outside span and child boundaries, and boundary bigrams
+FEAT_CONTEXT = 64  # outside words and span edges with the span length, split trigrams, child edges with lengths
 
 # 64-bit mixing (the finalizer of MurmurHash3) in wrapping uint64 arithmetic. Word ids come from
 # reorderer.WordEncoder (keyed blake2b), so no hash depends on Python's per-process string hashing.
@@ -91,8 +92,11 @@ T_JUNC, T_JUNC_DIST = np.uint64(70), np.uint64(71)
 T_W_SL2, T_W_SR2, T_W_SB2, T_W_SA2 = np.uint64(80), np.uint64(81), np.uint64(82), np.uint64(83)
 T_W_SLB, T_W_SRB, T_W_SBB, T_W_SAB = np.uint64(84), np.uint64(85), np.uint64(86), np.uint64(87)
 T_W_LRB, T_W_RLB = np.uint64(88), np.uint64(89)
+T_C_SB_LEN, T_C_SA_LEN, T_C_SL_SR_LEN, T_C_SB_SA_LEN = np.uint64(90), np.uint64(91), np.uint64(92), np.uint64(93)
+T_C_PREV_LR_RL, T_C_LR_RL_NEXT = np.uint64(94), np.uint64(95)
+T_C_LL_LEN, T_C_LR_LEN, T_C_RL_LEN, T_C_RR_LEN = np.uint64(96), np.uint64(97), np.uint64(98), np.uint64(99)
 
-MAX_FEATURES_PER_TABLE_ENTRY = 128  # buffer size per feature function call (span features: 2 + 18 per view)
+MAX_FEATURES_PER_TABLE_ENTRY = 128  # buffer size per feature function call (span features: 2 + 22 per view)
 MAX_VIEWS = 4
 
 
@@ -114,6 +118,11 @@ def _f1(tpl, a):
 @njit(cache=True)
 def _f2(tpl, a, b):
     return _mix(_mix(tpl * _K + a) * _K + b)
+
+
+@njit(cache=True)
+def _f3(tpl, a, b, c):
+    return _mix(_mix(_mix(tpl * _K + a) * _K + b) * _K + c)
 
 
 @njit(cache=True)
@@ -176,6 +185,12 @@ def _span_features(tok, l, r, flags, buf):
             buf[c + 6] = _f2(T_W_SBB + o, sb2, sb)
             buf[c + 7] = _f2(T_W_SAB + o, sa, sa2)
             c += 8
+        if flags & FEAT_CONTEXT:
+            buf[c] = _f2(T_C_SB_LEN + o, sb, lb)
+            buf[c + 1] = _f2(T_C_SA_LEN + o, sa, lb)
+            buf[c + 2] = _f3(T_C_SL_SR_LEN + o, sl, sr, lb)
+            buf[c + 3] = _f3(T_C_SB_SA_LEN + o, sb, sa, lb)
+            c += 4
     return c
 
 
@@ -211,6 +226,10 @@ def _boundary_features(tok, k, flags, buf):
             buf[c] = _f2(T_W_LRB + o, tok[k - 1, v], lr)
             buf[c + 1] = _f2(T_W_RLB + o, rl, tok[k + 2, v])
             c += 2
+        if flags & FEAT_CONTEXT:
+            buf[c] = _f3(T_C_PREV_LR_RL + o, tok[k - 1, v], lr, rl)
+            buf[c + 1] = _f3(T_C_LR_RL_NEXT + o, lr, rl, tok[k + 2, v])
+            c += 2
     return c
 
 
@@ -219,7 +238,8 @@ def _left_child_features(tok, l, k, flags, buf):
     c = 0
     if not flags & FEAT_CHILDREN:
         return c
-    buf[c] = _f1(T_LEFT_LEN, np.uint64(_len_bucket(k - l)))
+    cb = np.uint64(_len_bucket(k - l))
+    buf[c] = _f1(T_LEFT_LEN, cb)
     c += 1
     for v in range(tok.shape[1]):
         o = np.uint64(v) * _VIEW_STRIDE
@@ -230,6 +250,10 @@ def _left_child_features(tok, l, k, flags, buf):
         if flags & FEAT_OUTSIDE_CHILD:
             buf[c] = _f2(T_SB_RL + o, tok[l, v], rl)
             c += 1
+        if flags & FEAT_CONTEXT:
+            buf[c] = _f2(T_C_LL_LEN + o, ll, cb)
+            buf[c + 1] = _f2(T_C_LR_LEN + o, lr, cb)
+            c += 2
     return c
 
 
@@ -238,7 +262,8 @@ def _right_child_features(tok, k, r, flags, buf):
     c = 0
     if not flags & FEAT_CHILDREN:
         return c
-    buf[c] = _f1(T_RIGHT_LEN, np.uint64(_len_bucket(r - k)))
+    cb = np.uint64(_len_bucket(r - k))
+    buf[c] = _f1(T_RIGHT_LEN, cb)
     c += 1
     for v in range(tok.shape[1]):
         o = np.uint64(v) * _VIEW_STRIDE
@@ -249,6 +274,10 @@ def _right_child_features(tok, k, r, flags, buf):
         if flags & FEAT_OUTSIDE_CHILD:
             buf[c] = _f2(T_LR_SA + o, lr, tok[r + 1, v])
             c += 1
+        if flags & FEAT_CONTEXT:
+            buf[c] = _f2(T_C_RL_LEN + o, rl, cb)
+            buf[c + 1] = _f2(T_C_RR_LEN + o, rr, cb)
+            c += 2
     return c
 
 
@@ -982,6 +1011,10 @@ def _np_f2(tpl: np.uint64, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _np_mix(_np_mix(tpl * _K + a) * _K + b)
 
 
+def _np_f3(tpl: np.uint64, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return _np_mix(_np_mix(_np_mix(tpl * _K + a) * _K + b) * _K + c)
+
+
 def _np_sum(hashes: list[np.ndarray], weights: np.ndarray, mask: np.uint64, column: int, size: int) -> np.ndarray:
     """Per item, 0.0 + the weights of its features in buffer order: the kernels' sums, term by term."""
     acc = np.zeros(size)
@@ -1035,6 +1068,9 @@ def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_
                 hs += [_np_f1(T_W_SL2 + o, sl2), _np_f1(T_W_SR2 + o, sr2), _np_f1(T_W_SB2 + o, sb2),
                        _np_f1(T_W_SA2 + o, sa2), _np_f2(T_W_SLB + o, sl, sl2), _np_f2(T_W_SRB + o, sr2, sr),
                        _np_f2(T_W_SBB + o, sb2, sb), _np_f2(T_W_SAB + o, sa, sa2)]
+            if flags & FEAT_CONTEXT:
+                hs += [_np_f2(T_C_SB_LEN + o, sb, lb), _np_f2(T_C_SA_LEN + o, sa, lb),
+                       _np_f3(T_C_SL_SR_LEN + o, sl, sr, lb), _np_f3(T_C_SB_SA_LEN + o, sb, sa, lb)]
         for t in range(3):
             SP[l_all, d_all, t] = _np_sum(hs, weights, mask, t, size)
     if flags & FEAT_TERMINAL:
@@ -1060,10 +1096,14 @@ def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_
             left += [_np_f2(T_LL_RL + o, ll, rl), _np_f2(T_LL_LR + o, ll, lr)]
             if flags & FEAT_OUTSIDE_CHILD:
                 left.append(_np_f2(T_SB_RL + o, tok[cl, v], rl))
+            if flags & FEAT_CONTEXT:
+                left += [_np_f2(T_C_LL_LEN + o, ll, _np_bucket(cd)), _np_f2(T_C_LR_LEN + o, lr, _np_bucket(cd))]
             lr, rl, rr = tok[cl, v], tok[cl + 1, v], tok[cr, v]
             right += [_np_f2(T_LR_RR + o, lr, rr), _np_f2(T_RL_RR + o, rl, rr)]
             if flags & FEAT_OUTSIDE_CHILD:
                 right.append(_np_f2(T_LR_SA + o, lr, tok[cr + 1, v]))
+            if flags & FEAT_CONTEXT:
+                right += [_np_f2(T_C_RL_LEN + o, rl, _np_bucket(cd)), _np_f2(T_C_RR_LEN + o, rr, _np_bucket(cd))]
         for t in range(2):
             P1[cl, cd, t] = _np_sum(left, weights, mask, t, cl.shape[0])
             P2[cl, cd, t] = _np_sum(right, weights, mask, t, cl.shape[0])
@@ -1075,6 +1115,9 @@ def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_
             hs += [_np_f1(T_LR + o, lr), _np_f1(T_RL + o, rl), _np_f2(T_LR_RL + o, lr, rl)]
             if flags & FEAT_WIDE:
                 hs += [_np_f2(T_W_LRB + o, tok[ks - 1, v], lr), _np_f2(T_W_RLB + o, rl, tok[ks + 2, v])]
+            if flags & FEAT_CONTEXT:
+                hs += [_np_f3(T_C_PREV_LR_RL + o, tok[ks - 1, v], lr, rl),
+                       _np_f3(T_C_LR_RL_NEXT + o, lr, rl, tok[ks + 2, v])]
         for t in range(2):
             BD[ks, t] = _np_sum(hs, weights, mask, t, ks.shape[0])
         dl, dr = np.nonzero(np.add.outer(np.arange(L + 1), np.arange(L + 1)) <= L)

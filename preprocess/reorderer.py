@@ -58,7 +58,8 @@ FORMAT_NAME = "xlpos-btg-reorderer"
 FORMAT_VERSION = 1
 
 FEATURE_GROUPS = {"span": btg.FEAT_SPAN, "children": btg.FEAT_CHILDREN, "terminal": btg.FEAT_TERMINAL,
-                  "outside-child": btg.FEAT_OUTSIDE_CHILD, "junction": btg.FEAT_JUNCTION, "wide": btg.FEAT_WIDE}
+                  "outside-child": btg.FEAT_OUTSIDE_CHILD, "junction": btg.FEAT_JUNCTION, "wide": btg.FEAT_WIDE,
+                  "context": btg.FEAT_CONTEXT}
 LOSSES = ("tau", "chunk", "tau+chunk")
 UPDATES = {"perceptron": btg.UPDATE_PERCEPTRON, "pa": btg.UPDATE_PA}
 LOSS_NORMS = ("none", "sentence")

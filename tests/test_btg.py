@@ -12,7 +12,8 @@ from xlpos_prep.metrics import fuzzy_reordering_counts, kendall_tau_counts
 
 S, I, F, GLUE = btg.EDGE_S, btg.EDGE_I, btg.EDGE_F, btg.EDGE_GLUE
 # every feature group except the junction, whose weights depend on the children's derivations (not edge-local)
-LOCAL_FLAGS = btg.FEAT_SPAN | btg.FEAT_CHILDREN | btg.FEAT_TERMINAL | btg.FEAT_OUTSIDE_CHILD | btg.FEAT_WIDE
+LOCAL_FLAGS = (btg.FEAT_SPAN | btg.FEAT_CHILDREN | btg.FEAT_TERMINAL | btg.FEAT_OUTSIDE_CHILD | btg.FEAT_WIDE
+               | btg.FEAT_CONTEXT)
 ALL_FLAGS = LOCAL_FLAGS | btg.FEAT_JUNCTION
 HASH_BITS = 10
 MASK = np.uint64((1 << HASH_BITS) - 1)
@@ -241,3 +242,32 @@ def test_tree_string_format():
     # segments of long sentences are joined by straight nodes
     glued = np.array([(GLUE, 0, 2, 3), (F, 0, -1, 2), (F, 2, -1, 3)], dtype=np.int64)
     assert btg.tree_string(glued, ["a", "b", "c"]) == "(S (F a b) (F c))"
+
+
+@pytest.mark.parametrize("flags", [LOCAL_FLAGS, btg.FEAT_SPAN | btg.FEAT_CONTEXT, btg.FEAT_CHILDREN | btg.FEAT_CONTEXT,
+                                   LOCAL_FLAGS | btg.FEAT_JUNCTION])
+def test_numpy_path_gives_the_kernels_derivations_with_context_features(flags):
+    """The cold-start numpy path mirrors every feature group, the context group included (tests/test_cold_start.py
+    covers the others with more settings)."""
+    rng = np.random.default_rng(flags)
+    lengths = [0, 1, 2, 7, 13, 30]
+    toks, offsets = [], [0]
+    for n in lengths:
+        t = rng.integers(0, 5, size=(n + 2, 2)).astype(np.uint64)
+        t[0], t[-1] = 2**63 + 1, 2**63 + 2
+        toks.append(t)
+        offsets.append(offsets[-1] + n + 2)
+    tok, offsets = np.concatenate(toks), np.array(offsets, dtype=np.int64)
+    weights = rng.normal(size=(1 << HASH_BITS) * 3)
+    args = (tok, offsets, weights, MASK, 3, 12, flags, btg.inversion_penalties(12, 0.5, 0))
+    orders, order_offsets, edges, edge_offsets = btg._parse_batch_jit(*args)
+    with np.errstate(over="ignore"):
+        np_orders, np_edges, done = btg._np_parse_batch(*args, lambda: False)
+    assert done == len(lengths)
+    for s in range(len(lengths)):
+        assert np_orders[s].tolist() == orders[order_offsets[s]:order_offsets[s + 1]].tolist()
+        assert np_edges[s].tolist() == edges[edge_offsets[s]:edge_offsets[s + 1]].tolist()
+    # the group changes the scores: without it the same weights give other tables
+    with_ctx = btg.build_tables(toks[4], weights, MASK, 3, 12, flags)
+    without = btg.build_tables(toks[4], weights, MASK, 3, 12, flags & ~btg.FEAT_CONTEXT)
+    assert not all(np.array_equal(a, b) for a, b in zip(with_ctx, without))
