@@ -138,6 +138,12 @@ PAIRS: dict[str, PairSpec] = {
 # 500 test sentences; seed fixed, so every machine generates the same corpus
 SYNTH_CORPUS = {"train": 10000, "valid": 500, "test": 500, "seed": 1}
 SPLITS = ("train", "valid", "test")
+# glibc malloc kept from handing large blocks back to the kernel between batches (inherited by every child). CPU
+# fairseq-train otherwise spends a quarter of its CPU time in the kernel, re-faulting freed memory: measured on
+# Tanaka Ja-En, 2+2 layers, width 128, 60 updates, one thread, two runs each in alternating order, 2026-12-03:
+# user + system CPU 46.5 + 13.3 s and 54.0 + 15.1 s without, 44.8 + 1.2 s and 47.1 + 1.1 s with.
+GLIBC_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**32),
+                    "MALLOC_TOP_PAD_": str(2**28)}
 
 
 @dataclass(frozen=True)
@@ -1286,6 +1292,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         # inherited by every fairseq child process
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
+    for name, value in GLIBC_MALLOC_ENV.items():  # a value set by the user wins
+        os.environ.setdefault(name, value)
     cfg = TrainConfig(encoder_layers=args.layers, decoder_layers=args.layers, embed_dim=args.embed_dim,
                       ffn_dim=args.ffn_dim, heads=args.heads, dropout=args.dropout, lr=args.lr,
                       warmup_updates=args.warmup_updates, max_tokens=args.max_tokens, max_update=args.max_update,
@@ -1305,6 +1313,7 @@ def main(argv: list[str] | None = None) -> int:
                    "reorder_iterations": args.reorder_iterations or "default",
                    "reorder_lines": args.reorder_lines or "all", "work": str(Path(args.work).resolve()),
                    "threads": args.threads or "torch default", "jobs": args.jobs,
+                   "malloc_env": {name: os.environ[name] for name in GLIBC_MALLOC_ENV},
                    "xl_positions": "predicted by the BTG reorderer on every split (training included); "
                                    "'-oracle' systems: oracle ranks from the alignment, evaluated on valid only; "
                                    "valid@oracle-positions: the reorderer-trained systems decoding valid with "
