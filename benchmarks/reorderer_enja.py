@@ -19,6 +19,7 @@ rather than the pipeline default `right` (about 0.76), so Ja->En is worth runnin
     python benchmarks/reorderer_enja.py                          # 5k and 50k, both directions
     python benchmarks/reorderer_enja.py --sizes 5000 --directions en-ja --train-args "--iterations 5"
     python benchmarks/reorderer_enja.py --eval-split tune        # score on train[-1000:] (for tuning, not dev)
+    python benchmarks/reorderer_enja.py --sizes 49000 --eval-split tune   # tune lines held out of a full-size model
 
 Anchors (lader, word features, beam 1, 5k x 10 iterations, on this 500-sentence dev with eflomal+gdfa oracles):
 """
