@@ -770,7 +770,7 @@ def significance_pairs(systems: Sequence[str], compare: Sequence[tuple[str, str]
             out += [(s, s + suffix) for suffix in (MONOTONE_SUFFIX, RANDOM_SUFFIX) if s + suffix in run]
         if s.startswith(ENCFREE_PREFIX) and s != ENCFREE_PREFIX + "vanilla" and ENCFREE_PREFIX + "vanilla" in run:
             out.append((s, ENCFREE_PREFIX + "vanilla"))
-    out += [c for c in compare if c not in out]
+    out += [c for c in compare if c not in out and c[0] in run and c[1] in run]  # (runs missing: left out)
     return out
 
 
@@ -862,9 +862,10 @@ def attention_entry(spec: PairSpec, record: dict) -> dict:
 
 
 def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[int], cfg: TrainConfig,
-                        compare: Sequence[tuple[str, str]], args: argparse.Namespace) -> dict:
+                        compare: Sequence[tuple[str, str]], args: argparse.Namespace) -> dict | None:
     """One pair's results from the committed records alone (--no-train --records): no data, work directory or
-    checkpoint. Significance is recomputed from the recorded hypotheses and the corpus's references."""
+    checkpoint. Significance is recomputed from the recorded hypotheses and the corpus's references. None when
+    the pair has no record yet."""
     runs: dict = {}
     data: dict = {}
     for system in systems:
@@ -892,6 +893,8 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
         except run_records.RecordError:
             return None
 
+    if not runs:
+        return None
     # the pair's figures of the first seed's data replica (what one run of bleu.py reports), every replica's beside
     first = next((d for d in data.values() if d), {})
     refs = test_references(spec, args)
@@ -1341,7 +1344,11 @@ def main(argv: list[str] | None = None) -> int:
     for pair_name in pairs:
         spec = PAIRS[pair_name]
         if args.no_train and args.records:
-            results["pairs"][pair_name] = gather_from_records(spec, all_systems, seeds, cfg, compare, args)
+            gathered = gather_from_records(spec, all_systems, seeds, cfg, compare, args)
+            if gathered is None:
+                log(f"--no-train: {pair_name} has no record in {args.records} yet; left out")
+                continue
+            results["pairs"][pair_name] = gathered
             results["machine"] = machine_info()
             write_json(Path(args.out), results)
             continue

@@ -411,6 +411,10 @@ def test_compare_option() -> None:
         bleu.parse_compare("rope:rope-monotone", ["rope"])
     with pytest.raises(ValueError, match="expected SYSTEM:BASELINE"):
         bleu.parse_compare("rope", ["rope"])
+    # a gather over records, some runs not there yet: the pair is left out, not a crash
+    assert bleu.significance_pairs(["vanilla", "rope"], [("input", "input-sum"), ("rope", "vanilla")]) == [
+        ("rope", "vanilla")]
+    assert ("input", "input-sum") in bleu.significance_pairs(["input", "input-sum"], [("input", "input-sum")])
 
 
 def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(monkeypatch, tmp_path: Path) -> None:
@@ -480,6 +484,7 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     assert [c["sentences"] for c in gathered["pooled_buckets"]["reordering"]["systems"]["input"]] == [20, 20]
     record = run_records.read_record(records, run_records.RunKey("ja-en", "input", 1))
     assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?|unknown.*", record["provenance"]["code"])
+    assert bleu.gather_from_records(bleu.PAIRS["en-ja"], ["vanilla"], [1], cfg, [], args) is None  # none yet
     # another configuration's records are not silently mixed in
     with pytest.raises(Exception, match="made with configuration"):
         bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla"], [1], bleu.TrainConfig(max_update=6), [], args)
