@@ -52,7 +52,7 @@ def plot_results(results: dict, out: Path) -> None:
     if not pairs:
         raise ValueError("the results hold no pair with seed-pooled buckets ('pooled_buckets': bleu.py runs and "
                          "records from before 2026-12-03 lack the per-sentence figures they need)")
-    fig, axes = plt.subplots(2, len(pairs), figsize=(5.2 * len(pairs), 7.5), squeeze=False)
+    fig, axes = plt.subplots(2, len(pairs), figsize=(max(6.0, 5.2 * len(pairs)), 8.0), squeeze=False)
     for col, pair_name in enumerate(pairs):
         pair = results["pairs"][pair_name]
         systems = plotted_systems(pair)
@@ -78,9 +78,9 @@ def plot_results(results: dict, out: Path) -> None:
             ax.set_title(f"{pair_name}: BLEU by {kind}", fontsize=10)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"Test BLEU by bucket, seeds pooled: vanilla, the rotary control and the best XL system\n"
-                 f"{results['config']['train']['max_update']} updates per system; bands: bootstrap 95% intervals "
-                 "(n = pooled sentences)", fontsize=10)
+    fig.suptitle(f"Test BLEU by bucket, seeds pooled:\nvanilla, the rotary control and the best XL system\n"
+                 f"{results['config']['train']['max_update']} updates per system\nbands: bootstrap 95% intervals "
+                 "(n = pooled sentences)", fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp" + out.suffix)  # same suffix: matplotlib picks the format from it
