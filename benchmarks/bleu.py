@@ -493,7 +493,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
 
     times.step("data-bin-oracle", [oracle_bin], make_oracle_bin)
 
-    gold = (corpus_dir(spec, args) / spec.gold_alignment) if spec.gold_alignment else oracle_dir / "test.align"
+    gold = Path(corpus_info["corpus"]) / spec.gold_alignment if spec.gold_alignment else oracle_dir / "test.align"
     pair = PreparedPair(spec, root, data_bin, oracle_bin, gold)
     corpus_raw = corpus_root / "raw"
     for split in ("valid", "test"):
@@ -547,8 +547,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     if spec.gold_alignment:
         # the silver standard's own quality: the replica's eflomal alignment of test against the true one
         aer = evaluation_module("aer")
-        silver = [aer.parse_links(x, f"{oracle_dir / 'test.align'}:{i}")
-                  for i, x in enumerate(read_lines(str(oracle_dir / "test.align")), 1)]
+        silver = aer.read_links(str(oracle_dir / "test.align"))
         pair.info["eflomal_vs_gold"] = asdict(aer.score_alignments(silver, aer.read_gold(str(gold))))
     return pair
 

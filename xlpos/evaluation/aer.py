@@ -84,6 +84,12 @@ def parse_links(line: str, where: str = "") -> frozenset[Link]:
     return frozenset(out)
 
 
+def read_links(path: str) -> list[frozenset[Link]]:
+    """Every line of a predicted Pharaoh file (see parse_links)."""
+    with open(path, encoding="utf-8") as f:
+        return [parse_links(line, f"{path}:{k}") for k, line in enumerate(f, 1)]
+
+
 def format_links(links: Iterable[Link]) -> str:
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
 
@@ -128,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         gold = read_gold(args.gold, **gold_options(args))
-        with open(args.pred, encoding="utf-8") as f:
-            pred = [parse_links(line, f"{args.pred}:{k}") for k, line in enumerate(f, 1)]
+        pred = read_links(args.pred)
     except (ValueError, OSError) as e:
         raise SystemExit(str(e))
     if len(pred) != len(gold):
