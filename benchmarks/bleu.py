@@ -83,6 +83,7 @@ sys.path.insert(0, str(REPO))
 from xlpos_prep.io import InputError, atomic_output, read_lines, step_done  # noqa: E402
 from xlpos_prep.pipeline import Layout, PrepareConfig, StepFailed, Steps, prep_cmd, prepare  # noqa: E402
 from xlpos_prep.pipeline import run as run_step_command  # noqa: E402
+from xlpos_prep.reorderer import Reorderer  # noqa: E402
 from xlpos_prep.text import Detokenizer, write_lines  # noqa: E402
 from xlpos_prep.systems import (ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, RANDOM_SUFFIX,  # noqa: E402
                                 SYSTEM_GRAMMAR, parse_system, task_args, train_command)
@@ -439,6 +440,12 @@ def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
     return f"{corpus_lines_tag(spec, args)}.spm{args.spm_vocab}.{reord}"
 
 
+def reorderer_settings(model: Path) -> dict:
+    """The model file's configuration and training options (no weights, no training history)."""
+    header = Reorderer.load(str(model)).header()
+    return {**header["config"], "training": header["training"].get("options", {})}
+
+
 def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tuple[str, Path, Path]]) -> PreparedPair:
     corpus_root, corpus_info = prepare_corpus(spec, args)
     root = Path(args.work) / spec.name / data_tag(spec, args)
@@ -537,7 +544,10 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         "reorderer": {"train_seconds": reorderer_seconds, "reorder_seconds": reorder_seconds,
                       "iterations": args.reorder_iterations or "train-reorderer default",
                       "train_sentences": args.reorder_lines or corpus_info["sentences"]["train"],
-                      "model_mb": round(model.stat().st_size / 2**20, 2)},
+                      "model_mb": round(model.stat().st_size / 2**20, 2),
+                      # the settings it was trained and reorders with (features, hash bits, abstention, learner):
+                      # train-reorderer's defaults may change between commits, so every record says which it used
+                      "config": reorderer_settings(model)},
         "reordering_vs_oracle": reordering,
         "spm": {"vocab": args.spm_vocab, "type": "unigram", "joint": True},
         "buckets": {name: e.buckets.summary() for name, e in pair.eval_sets.items() if e.buckets},

@@ -101,10 +101,12 @@ def load_campaign(directory: Path) -> Campaign:
     return Campaign(Path(directory), str(spec.get("description", "")), bleu_args, units)
 
 
-def cpu_hours(records: Path, key: run_records.RunKey) -> float:
+def cpu_hours(records: Path, key: run_records.RunKey) -> tuple[float, bool]:
+    """The run's training CPU hours, and whether they are whole: a run resumed from a checkpoint counts only
+    the part after the resumption."""
     train = run_records.read_record(records, key)["train"]
     seconds = train.get("cpu_seconds", train.get("seconds", 0.0))
-    return float(seconds) / 3600
+    return float(seconds) / 3600, not train.get("resumed_from_checkpoint", False)
 
 
 def status_lines(c: Campaign) -> list[str]:
@@ -118,11 +120,12 @@ def status_lines(c: Campaign) -> list[str]:
         total_runs += len(u.systems)
         hours += [cpu_hours(c.directory, run_records.RunKey(u.pair, s, u.seed)) for s in done]
         lines.append(f"{u.pair:8} {u.seed:>4}  {len(done):>2}/{len(u.systems):<2}  {','.join(missing) or '-'}")
-    per_run = sum(hours) / len(hours) if hours else None
+    whole = [h for h, complete in hours if complete]  # the estimate per run leaves out resumed runs
+    per_run = sum(whole) / len(whole) if whole else None
     left = total_runs - done_runs
     lines.append(f"{done_runs}/{total_runs} runs recorded"
-                 + (f"; {sum(hours):.1f} core-hours of training so far, {per_run * 60:.0f} min per run, "
-                    f"about {left * per_run:.1f} core-hours of training left" if per_run else ""))
+                 + (f"; {sum(h for h, _ in hours):.1f} core-hours of training so far, {per_run * 60:.0f} min "
+                    f"per run, about {left * per_run:.1f} core-hours of training left" if per_run else ""))
     return lines
 
 

@@ -488,3 +488,19 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     # another configuration's records are not silently mixed in
     with pytest.raises(Exception, match="made with configuration"):
         bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla"], [1], bleu.TrainConfig(max_update=6), [], args)
+
+
+def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> None:
+    # train-reorderer's defaults change between commits; a record must say which features and abstention its
+    # data replica's reorderer used, read from the model file itself
+    from xlpos_prep.reorderer import Reorderer, ReordererConfig, TrainOptions, train
+    sentences = [["a", "b", "c"], ["b", "c", "a"]] * 5
+    model = train(sentences, [[2, 1, 0], [0, 2, 1]] * 5, ReordererConfig(hash_bits=12, invert_margin=0.5),
+                  TrainOptions(iterations=2, chunk_weight=3.0), progress=False)
+    model.save(str(tmp_path / "r.npz"))
+    settings = bleu.reorderer_settings(tmp_path / "r.npz")
+    assert settings["hash_bits"] == 12 and settings["invert_margin"] == 0.5
+    assert settings["features"] == list(ReordererConfig().features)
+    assert settings["training"]["iterations"] == 2 and settings["training"]["chunk_weight"] == 3.0
+    assert json.loads(json.dumps(settings)) == settings
+    assert Reorderer.load(str(tmp_path / "r.npz")).config.hash_bits == 12

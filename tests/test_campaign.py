@@ -81,16 +81,20 @@ def test_no_unit_starts_after_the_hours(fake_bleu):
 
 
 def test_status_counts_records_and_core_hours(fake_bleu, capsys):
-    c = write_campaign(fake_bleu / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope"]}])
+    c = write_campaign(fake_bleu / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope", "input"]}])
     (fake_bleu / "work").mkdir()
-    run = fake_bleu / "run"
-    (run / "hyp").mkdir(parents=True)
-    (run / "train.json").write_text(json.dumps({"seconds": 1000, "cpu_seconds": 1800}))
-    run_records.export_run(run, c, run_records.RunKey("ja-en", "rope", 2), "tag", {})
+    for system, train in (("rope", {"seconds": 1000, "cpu_seconds": 1800}),
+                          # resumed: its CPU seconds cover only the part after the resumption
+                          ("input", {"seconds": 100, "cpu_seconds": 180, "resumed_from_checkpoint": True})):
+        run = fake_bleu / system
+        (run / "hyp").mkdir(parents=True)
+        (run / "train.json").write_text(json.dumps(train))
+        run_records.export_run(run, c, run_records.RunKey("ja-en", system, 2), "tag", {})
     assert campaign.main(["status", str(c)]) == 0
     out = capsys.readouterr().out
-    assert "ja-en       2   1/2   vanilla" in out
-    assert "1/2 runs recorded; 0.5 core-hours of training so far, 30 min per run, about 0.5 core-hours" in out
+    assert "ja-en       2   2/3   vanilla" in out
+    # the estimate per run comes from whole runs only
+    assert "2/3 runs recorded; 0.6 core-hours of training so far, 30 min per run, about 0.5 core-hours" in out
 
 
 @pytest.mark.parametrize("units, bleu_args, message", [
