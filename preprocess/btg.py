@@ -26,7 +26,10 @@ the children's derivations; like the chunk loss below they are read off the one 
 Abstention (inference only). `inv_penalty[d]` is subtracted from the score of every I edge over d words, so an
 inversion has to beat the straight alternative of its cell by that margin, and a huge penalty beyond some length
 keeps longer spans straight (`inversion_penalties`; the reorderer sets it from the longest training sentence).
-Training never sees it.
+And a sentence longer than fallback_length words (the reorderer's: its longest training sentence) keeps its best
+derivation only when that beats the best straight derivation (the monotone order) by fallback_margin times the
+square of the excess length, else it gets the straight one (`parse_batch`, `fallback_thresholds`). Training never
+sees either.
 
 Losses (per sentence, with dense oracle ranks, ties allowed and never discordant):
   Kendall tau: discordant pairs. An S edge (l, k, r) adds the pairs i in [l, k), j in [k, r) with rank_i > rank_j,
@@ -878,8 +881,9 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
     """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
 
     `inv_penalty[d]` is subtracted from the score of every I edge over a span of d words (abstention, see
-    `inversion_penalties`; zeros: the plain model score). Returns (orders, order_offsets, edges, edge_offsets):
-    concatenated orders and (m, 4) edge arrays.
+    `inversion_penalties`; zeros: the plain model score). Returns (orders, order_offsets, edges, edge_offsets,
+    scores): concatenated orders and (m, 4) edge arrays, and each derivation's score (penalties included; 0 for an
+    empty sentence).
     """
     ns = offsets.shape[0] - 1
     order_offsets = np.zeros(ns + 1, dtype=np.int64)
@@ -888,6 +892,7 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
     orders = np.empty(order_offsets[ns], dtype=np.int64)
     edges_all = np.empty((2 * order_offsets[ns] + 1, 4), dtype=np.int64)
     edge_offsets = np.zeros(ns + 1, dtype=np.int64)
+    scores = np.zeros(ns)
     no_ranks = np.empty(0, dtype=np.int64)
     predict = np.int64(MODE_PREDICT)  # a non-literal int: one compiled cky for all modes, not one per mode
     no_loss = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
@@ -900,7 +905,8 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
             continue
         tables = build_tables(tok, weights, mask, max_term, max_span, flags)
         _penalize_inversions(tables[0], inv_penalty)
-        order, edges, _, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
+        order, edges, score, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
+        scores[s] = score
         # Element loops, not slice assignments: a slice assignment compiles numba's shape-mismatch error message
         # (string formatting, about 4 s of the 15 s CPU that the first call spent compiling).
         o = order_offsets[s]
@@ -912,7 +918,7 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
             for j in range(4):
                 edges_all[e0 + i, j] = edges[i, j]
         edge_offsets[s + 1] = e0 + m
-    return orders, order_offsets, edges_all[:edge_offsets[ns]].copy(), edge_offsets
+    return orders, order_offsets, edges_all[:edge_offsets[ns]].copy(), edge_offsets, scores
 
 
 @njit(cache=True)
@@ -1144,8 +1150,9 @@ def _np_build_tables(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_
 
 
 def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int, max_span: int,
-              flags: int, inv_penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, edges) of cky(MODE_PREDICT) for one sentence of n >= 1 words, vectorized over the cells of a width.
+              flags: int, inv_penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(order, edges, score) of cky(MODE_PREDICT) for one sentence of n >= 1 words, vectorized over the cells of a
+    width.
 
     The kernel keeps the first candidate and replaces it only by a strictly higher score, scanning F, then
     k = l+1.. with S before I; np.argmax over the candidates in that order returns that same first maximum
@@ -1203,6 +1210,7 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
     stack: list[tuple[int, int]] = []
     if n <= L:
         stack.append((0, n))
+        score = float(cs[0, n])
     else:
         # segmentation DP (the kernel's, without losses): the first best segment length d = 1, 2, ...
         gs = np.full(n + 1, -np.inf)
@@ -1223,6 +1231,7 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
         bounds.reverse()
         edges += [(EDGE_GLUE, 0, s, e) for s, e in reversed(bounds[1:])]
         stack += reversed(bounds)
+        score = float(gs[n])
     ct_l, ck_l = ct.tolist(), ck.tolist()
     order: list[int] = []
     while stack:
@@ -1235,26 +1244,28 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
             stack += [(k, r), (l, k)]
         else:
             stack += [(l, k), (k, r)]
-    return np.array(order, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4)
+    return np.array(order, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4), score
 
 
 def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
                     max_span: int, flags: int, inv_penalty: np.ndarray,
-                    stop) -> tuple[list[np.ndarray], list[np.ndarray], int]:
-    """Parse sentences in order until `stop()` is true: (orders, edges) of the sentences done and their count."""
-    orders, edges = [], []
+                    stop) -> tuple[list[np.ndarray], list[np.ndarray], list[float], int]:
+    """Parse sentences in order until `stop()` is true: (orders, edges, scores) of the sentences done and their
+    count."""
+    orders, edges, scores = [], [], []
     s = 0
     with np.errstate(over="ignore"):  # the hashes wrap around in uint64 arithmetic, as in the kernels
         while s < offsets.shape[0] - 1 and not stop():
             tok = np.ascontiguousarray(tok_flat[offsets[s]:offsets[s + 1]])
             if tok.shape[0] > 2:
-                o, e = _np_parse(tok, weights, mask, max_term, max_span, flags, inv_penalty)
+                o, e, sc = _np_parse(tok, weights, mask, max_term, max_span, flags, inv_penalty)
             else:
-                o, e = np.empty(0, dtype=np.int64), np.empty((0, 4), dtype=np.int64)
+                o, e, sc = np.empty(0, dtype=np.int64), np.empty((0, 4), dtype=np.int64), 0.0
             orders.append(o)
             edges.append(e)
+            scores.append(sc)
             s += 1
-    return orders, edges, s
+    return orders, edges, scores, s
 
 
 COLD_START_ENV = "XLPOS_BTG_COLD_START"  # "interpreted" (default): the numpy path bridges the compile; "wait": don't
@@ -1310,23 +1321,11 @@ def wait_for_compile() -> None:
     _wait_for_compiles()
 
 
-def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
-                max_span: int, flags: int,
-                inv_penalty: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
-
-    `inv_penalty`: float64, one entry per span length 0..max_span (see `inversion_penalties`); None: zeros.
-    Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
-    With compiled code (this process compiled it, or numba's cache had it) this is _parse_batch_jit. Otherwise
-    the compile starts in a background thread and sentences are parsed by the numpy path until it is done,
-    the rest by the compiled kernel: same output, first sentence in well under a second instead of after the
-    compile (see "Cold start" above). XLPOS_BTG_COLD_START=wait compiles first instead, as before.
-    """
-    if inv_penalty is None:
-        inv_penalty = np.zeros(max_span + 1)
-    if inv_penalty.shape != (max_span + 1,) or inv_penalty.dtype != np.float64:
-        raise ValueError(f"inv_penalty must be float64 of shape ({max_span + 1},), got {inv_penalty.dtype} "
-                         f"{inv_penalty.shape}")
+def _parse_scored(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
+                  max_span: int, flags: int, inv_penalty: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_parse_batch_jit's (orders, order_offsets, edges, edge_offsets, scores), bridged by the numpy path while the
+    kernel compiles (see `parse_batch`)."""
     args = (tok_flat, offsets, weights, mask, max_term, max_span, flags, inv_penalty)
     # Once any version is compiled, straight to the kernel: numba.typeof of the arguments costs more than
     # parsing a short sentence, and a further signature (unusual argument types) just compiles there, as before.
@@ -1342,16 +1341,23 @@ def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, 
     if compile_.done.is_set() or not np.isfinite(weights).all() or not np.isfinite(inv_penalty).all():
         # the numpy path's argmax matches the kernel's strict comparisons only for finite scores
         return _parse_batch_jit(*args)
-    orders, edges, done = _np_parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags,
-                                          inv_penalty, compile_.done.is_set)
+    orders, edges, scores, done = _np_parse_batch(tok_flat, offsets, weights, mask, max_term, max_span, flags,
+                                                  inv_penalty, compile_.done.is_set)
     ns = offsets.shape[0] - 1
     if done < ns:
         rest = np.ascontiguousarray(offsets[done:] - offsets[done])
-        r_orders, r_order_offsets, r_edges, r_edge_offsets = _parse_batch_jit(
+        r_orders, r_order_offsets, r_edges, r_edge_offsets, r_scores = _parse_batch_jit(
             tok_flat[offsets[done]:], rest, weights, mask, max_term, max_span, flags, inv_penalty)
         for s in range(ns - done):
             orders.append(r_orders[r_order_offsets[s]:r_order_offsets[s + 1]])
             edges.append(r_edges[r_edge_offsets[s]:r_edge_offsets[s + 1]])
+        scores.extend(r_scores.tolist())
+    return _concat(orders, edges) + (np.array(scores, dtype=np.float64),)
+
+
+def _concat(orders: list[np.ndarray], edges: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-sentence orders and edge arrays -> (orders, order_offsets, edges, edge_offsets), concatenated."""
+    ns = len(orders)
     order_offsets = np.zeros(ns + 1, dtype=np.int64)
     np.cumsum([o.shape[0] for o in orders], out=order_offsets[1:])
     edge_offsets = np.zeros(ns + 1, dtype=np.int64)
@@ -1359,6 +1365,64 @@ def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, 
     all_orders = np.concatenate(orders) if orders else np.empty(0, dtype=np.int64)
     all_edges = np.concatenate(edges) if edges else np.empty((0, 4), dtype=np.int64)
     return all_orders.astype(np.int64, copy=False), order_offsets, all_edges.astype(np.int64, copy=False), edge_offsets
+
+
+def fallback_thresholds(lengths: np.ndarray, fallback_length: int, fallback_margin: float) -> np.ndarray:
+    """What the best derivation of a sentence of n words must beat the best straight one by (model-score units):
+    fallback_margin * (n - fallback_length)**2 for sentences longer than fallback_length words, else 0 (no test).
+    fallback_margin 0 (or fallback_length 0): none (the plain model)."""
+    excess = np.maximum(np.asarray(lengths, dtype=np.float64) - fallback_length, 0.0)
+    if fallback_margin <= 0 or fallback_length <= 0:
+        return np.zeros_like(excess)
+    return fallback_margin * excess * excess
+
+
+def parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
+                max_span: int, flags: int, inv_penalty: np.ndarray | None = None, fallback_length: int = 0,
+                fallback_margin: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
+
+    `inv_penalty`: float64, one entry per span length 0..max_span (see `inversion_penalties`); None: zeros.
+    Returns (orders, order_offsets, edges, edge_offsets): concatenated orders and (m, 4) edge arrays.
+    With compiled code (this process compiled it, or numba's cache had it) this is _parse_batch_jit. Otherwise
+    the compile starts in a background thread and sentences are parsed by the numpy path until it is done,
+    the rest by the compiled kernel: same output, first sentence in well under a second instead of after the
+    compile (see "Cold start" above). XLPOS_BTG_COLD_START=wait compiles first instead, as before.
+
+    Sentence-level fallback (abstention on inputs longer than training): a sentence of n > fallback_length words
+    whose best derivation (with the inversion penalties) does not beat its best straight derivation (no I edge,
+    i.e. the monotone order) by `fallback_thresholds` gets that straight derivation instead. The straight one is
+    found by a second search of those sentences only, with every I edge penalized by 1e30 (so in-domain input,
+    at most fallback_length words, costs nothing more).
+    """
+    if inv_penalty is None:
+        inv_penalty = np.zeros(max_span + 1)
+    if inv_penalty.shape != (max_span + 1,) or inv_penalty.dtype != np.float64:
+        raise ValueError(f"inv_penalty must be float64 of shape ({max_span + 1},), got {inv_penalty.dtype} "
+                         f"{inv_penalty.shape}")
+    orders, order_offsets, edges, edge_offsets, scores = _parse_scored(tok_flat, offsets, weights, mask, max_term,
+                                                                       max_span, flags, inv_penalty)
+    lengths = np.diff(offsets) - 2
+    thresholds = fallback_thresholds(lengths, fallback_length, fallback_margin)
+    tested = np.flatnonzero(thresholds > 0)
+    if tested.size == 0:
+        return orders, order_offsets, edges, edge_offsets
+    sub_tok = np.concatenate([tok_flat[offsets[s]:offsets[s + 1]] for s in tested])
+    sub_offsets = np.zeros(tested.size + 1, dtype=np.int64)
+    np.cumsum(lengths[tested] + 2, out=sub_offsets[1:])
+    straight = np.full(max_span + 1, 1e30)  # no I edge can win (finite: see inversion_penalties)
+    s_orders, s_order_offsets, s_edges, s_edge_offsets, s_scores = _parse_scored(
+        sub_tok, sub_offsets, weights, mask, max_term, max_span, flags, straight)
+    fall = scores[tested] - s_scores < thresholds[tested]
+    if not fall.any():
+        return orders, order_offsets, edges, edge_offsets
+    out_orders = [orders[order_offsets[s]:order_offsets[s + 1]] for s in range(lengths.shape[0])]
+    out_edges = [edges[edge_offsets[s]:edge_offsets[s + 1]] for s in range(lengths.shape[0])]
+    for j in np.flatnonzero(fall):
+        s = tested[j]
+        out_orders[s] = s_orders[s_order_offsets[j]:s_order_offsets[j + 1]]
+        out_edges[s] = s_edges[s_edge_offsets[j]:s_edge_offsets[j + 1]]
+    return _concat(out_orders, out_edges)
 
 
 @dataclass(frozen=True)

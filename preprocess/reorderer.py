@@ -80,7 +80,11 @@ CLI_HASH_BITS = 22
 CLI_FEATURES = ("span", "children", "terminal", "outside-child", "wide")
 CLI_VIEWS = ("word",)
 CLI_INVERT_MARGIN = 1.0
+# the sentence-level fallback (ReordererConfig.fallback_margin), chosen on training sentences longer than those
+# a model was trained on (module docstring, README)
+CLI_FALLBACK_MARGIN = 1.5
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
+AUTO_FALLBACK_LENGTH = -1  # TrainOptions.fallback_length: the longest training sentence
 INVERT_SPAN_FACTOR = 2
 BATCH = 256  # sentences per numba call: amortizes dispatch, keeps progress bars moving
 
@@ -105,6 +109,12 @@ class ReordererConfig:
     # before these fields existed load with 0 / 0, i.e. exactly as they reordered before.
     invert_margin: float = 0.0
     max_invert_span: int = 0
+    # Sentence-level fallback at inference (btg.parse_batch): a sentence of n > fallback_length words keeps the
+    # model's order only if its best derivation beats the best straight one (the monotone order) by
+    # fallback_margin * (n - fallback_length)**2, else it stays monotone. Training sets fallback_length to its
+    # longest sentence. 0 / 0: none (models written before these fields load so, and reorder as before).
+    fallback_length: int = 0
+    fallback_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if not 8 <= self.hash_bits <= 28:
@@ -124,6 +134,10 @@ class ReordererConfig:
             raise ValueError(f"invert_margin must be finite and >= 0, got {self.invert_margin}")
         if self.max_invert_span < 0:
             raise ValueError(f"max_invert_span must be >= 0 (0: no limit), got {self.max_invert_span}")
+        if not (self.fallback_margin >= 0 and np.isfinite(self.fallback_margin)):
+            raise ValueError(f"fallback_margin must be finite and >= 0, got {self.fallback_margin}")
+        if self.fallback_length < 0:
+            raise ValueError(f"fallback_length must be >= 0 (0: no fallback), got {self.fallback_length}")
 
     @property
     def feature_flags(self) -> int:
@@ -153,6 +167,8 @@ class TrainOptions:
     seed: int = 1
     # the model's max_invert_span: AUTO_INVERT_SPAN = twice the longest training sentence used, else that value
     max_invert_span: int = -1
+    # the model's fallback_length: AUTO_FALLBACK_LENGTH = the longest training sentence used, else that value
+    fallback_length: int = -1
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -167,6 +183,8 @@ class TrainOptions:
             raise ValueError(f"--max-len must be >= 2, got {self.max_len}")
         if self.max_invert_span < AUTO_INVERT_SPAN:
             raise ValueError(f"--max-invert-span must be >= 0 or auto, got {self.max_invert_span}")
+        if self.fallback_length < AUTO_FALLBACK_LENGTH:
+            raise ValueError(f"--fallback-length must be >= 0 or auto, got {self.fallback_length}")
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -275,10 +293,11 @@ class Reorderer:
         self.encoder = WordEncoder(config.views, config.hash_key, classes)
         self._inv_penalty = config.inv_penalty
 
-    def with_abstention(self, invert_margin: float | None = None,
-                        max_invert_span: int | None = None) -> "Reorderer":
+    def with_abstention(self, invert_margin: float | None = None, max_invert_span: int | None = None,
+                        fallback_margin: float | None = None, fallback_length: int | None = None) -> "Reorderer":
         """The same weights reordering with other abstention settings (None: keep the model's)."""
-        changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span))
+        changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span),
+                                     ("fallback_margin", fallback_margin), ("fallback_length", fallback_length))
                    if v is not None}
         if not changes:
             return self
@@ -293,7 +312,8 @@ class Reorderer:
         tok, offsets = self.encoder.encode_batch(sentences)
         c = self.config
         orders, order_offsets, edges, edge_offsets = btg.parse_batch(
-            tok, offsets, self.weights, c.mask, c.max_term, c.max_span, c.feature_flags, self._inv_penalty)
+            tok, offsets, self.weights, c.mask, c.max_term, c.max_span, c.feature_flags, self._inv_penalty,
+            c.fallback_length, c.fallback_margin)
         return [btg.ParseResult(orders[order_offsets[s]:order_offsets[s + 1]],
                                 edges[edge_offsets[s]:edge_offsets[s + 1]]) for s in range(len(sentences))]
 
@@ -468,6 +488,9 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
     classes = None
     if resume is not None:
         classes = resume.classes
+        if "fallback_length" not in resume.training.get("options", {}):
+            # a model from before the fallback (its config has none): resumed as it was begun
+            options = replace(options, fallback_length=0)
     else:
         sizes = [k for k in (class_view_size(v) for v in config.views) if k]
         if len(set(sizes)) > 1:
@@ -479,9 +502,14 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
                         time.perf_counter() - t0)
     longest = max(len(sentences[s]) for s in keep)
     config = replace(config, max_invert_span=(INVERT_SPAN_FACTOR * longest if options.max_invert_span ==
-                                              AUTO_INVERT_SPAN else options.max_invert_span))
-    logger.info("inverted spans of up to %s words when reordering (the longest training sentence has %d)",
-                config.max_invert_span or "any number of", longest)
+                                              AUTO_INVERT_SPAN else options.max_invert_span),
+                     fallback_length=(longest if options.fallback_length == AUTO_FALLBACK_LENGTH
+                                      else options.fallback_length))
+    logger.info("inverted spans of up to %s words when reordering (the longest training sentence has %d)%s",
+                config.max_invert_span or "any number of", longest,
+                f"; sentences longer than {config.fallback_length} words fall back to monotone unless the model "
+                f"beats it by {config.fallback_margin:g} x (words over {config.fallback_length})^2"
+                if config.fallback_margin > 0 and config.fallback_length > 0 else "")
     encoder = WordEncoder(config.views, config.hash_key, classes)
     train_sents = [sentences[s] for s in keep]
     train_ranks = [ranks[s] for s in keep]
@@ -502,6 +530,7 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
             raise ValueError(f"{resume.origin}: --resume: the model was trained with {resume.config}, not {config}")
         prev = resume.training
         prev_opts = {k: v for k, v in prev.get("options", {}).items() if k != "iterations"}
+        prev_opts.setdefault("fallback_length", 0)  # written before the option existed: no fallback
         if prev_opts != {k: v for k, v in asdict(options).items() if k != "iterations"}:
             raise ValueError(f"{resume.origin}: --resume: the model was trained with options {prev.get('options')}, "
                              f"not {asdict(options)}")
@@ -598,11 +627,12 @@ def _load_for_resume(model_path: str) -> Reorderer:
 
 
 def _invert_span_option(text: str) -> int:
-    """argparse type of train-reorderer --max-invert-span: auto or a count (checked by TrainOptions)."""
+    """argparse type of train-reorderer --max-invert-span and --fallback-length: auto or a count."""
     return AUTO_INVERT_SPAN if text == "auto" else int_option(0, 100_000)(text)
 
 
 _invert_span_option.__name__ = "auto or integer"
+assert AUTO_INVERT_SPAN == AUTO_FALLBACK_LENGTH  # one "auto" value for both options
 
 
 def run_train_reorderer(args: argparse.Namespace) -> int:
@@ -610,10 +640,11 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
         raise ValueError("--dev-src and --dev-oracle go together")
     config = ReordererConfig(hash_bits=args.hash_bits, max_term=args.max_term, max_span=args.max_span,
                              features=tuple(args.features.split(",")), views=tuple(args.views.split(",")),
-                             invert_margin=args.invert_margin)
+                             invert_margin=args.invert_margin, fallback_margin=args.fallback_margin)
     options = TrainOptions(iterations=args.iterations, loss=args.loss, update=args.update, pa_c=args.pa_c,
                            loss_norm=args.loss_norm, chunk_weight=args.chunk_weight, max_len=args.max_len,
-                           seed=args.seed, max_invert_span=args.max_invert_span)
+                           seed=args.seed, max_invert_span=args.max_invert_span,
+                           fallback_length=args.fallback_length)
     resume = None
     snapshot = snapshot_path(args.model)
     if args.resume:
@@ -664,7 +695,7 @@ MODEL.snapshot (marked incomplete, with the learner state): after an interruptio
 With --dev-src/--dev-oracle the model keeps the averaged weights of the iteration with the best dev corpus
 Kendall tau + fuzzy reordering score."""
     d = ReordererConfig(hash_bits=CLI_HASH_BITS, features=CLI_FEATURES, views=CLI_VIEWS,
-                        invert_margin=CLI_INVERT_MARGIN)
+                        invert_margin=CLI_INVERT_MARGIN, fallback_margin=CLI_FALLBACK_MARGIN)
     o = TrainOptions()
     parser.add_argument("--src", required=True, help="tokenized source sentences")
     parser.add_argument("--oracle", required=True, help="oracle ranks (`xlpos-prep oracle`), parallel to --src")
@@ -705,6 +736,13 @@ Kendall tau + fuzzy reordering score."""
     parser.add_argument("--invert-margin", type=float_option(0, 1e6), default=d.invert_margin,
                         help=f"when reordering, an inversion must beat the straight order by this model score "
                              f"(default {d.invert_margin})")
+    parser.add_argument("--fallback-length", type=_invert_span_option, default="auto",
+                        help="when reordering, sentences longer than this are tested for the fallback to "
+                             "monotone; auto: the longest training sentence; 0: never (default auto)")
+    parser.add_argument("--fallback-margin", type=float_option(0, 1e6), default=d.fallback_margin,
+                        help=f"when reordering, a sentence e words longer than --fallback-length keeps the "
+                             f"model's order only if it beats the monotone order by this x e^2 model score, else "
+                             f"it stays monotone; 0: no fallback (default {d.fallback_margin})")
     parser.add_argument("--resumable", action="store_true",
                         help="also store the learner state in the model, so --resume can continue training")
     parser.add_argument("--resume", action="store_true",
@@ -721,7 +759,7 @@ Kendall tau + fuzzy reordering score."""
 _worker_model: Reorderer | None = None
 
 
-def _init_reorder_worker(model_path: str, abstention: tuple[float | None, int | None]) -> None:
+def _init_reorder_worker(model_path: str, abstention: tuple) -> None:
     global _worker_model
     pool_worker_setup()
     _worker_model = Reorderer.load(model_path).with_abstention(*abstention)
@@ -737,12 +775,12 @@ def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | N
 
 def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1, with_trees: bool = False,
                   progress: bool = True, model: Reorderer | None = None,
-                  abstention: tuple[float | None, int | None] = (None, None)) -> Iterable[tuple[str, str | None]]:
+                  abstention: tuple = (None, None, None, None)) -> Iterable[tuple[str, str | None]]:
     """(order line, tree line or None) per sentence, in input order, with `workers` processes.
 
-    Worker processes load `model_path` and apply `abstention` (Reorderer.with_abstention: invert margin, longest
-    inverted span; None keeps the model's); with workers == 1 an already loaded `model` is used as it is when
-    given."""
+    Worker processes load `model_path` and apply `abstention` (the arguments of Reorderer.with_abstention: invert
+    margin, longest inverted span, fallback margin, fallback length; None keeps the model's); with workers == 1 an
+    already loaded `model` is used as it is when given."""
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     jobs = ((sentences[i:i + BATCH], with_trees) for i in range(0, len(sentences), BATCH))
@@ -767,7 +805,7 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
 
 def run_reorder(args: argparse.Namespace) -> int:
     model = Reorderer.load(args.model)  # fail early, with the model file named, before reading the corpus
-    abstention = (args.invert_margin, args.max_invert_span)
+    abstention = (args.invert_margin, args.max_invert_span, args.fallback_margin, args.fallback_length)
     model = model.with_abstention(*abstention)
     sentences = read_tokens(args.src, allow_empty=True)
     start, end = Shard.parse(args.shard).bounds(len(sentences))
@@ -810,5 +848,11 @@ format). Tree file: per line the BTG derivation, (S A B) straight, (I A B) inver
                         help="override the model's: an inversion must beat the straight order by this score")
     parser.add_argument("--max-invert-span", type=int_option(0, 100_000),
                         help="override the model's: spans longer than this stay straight (0: no limit)")
+    parser.add_argument("--fallback-margin", type=float_option(0, 1e6),
+                        help="override the model's: a sentence e words longer than the fallback length keeps the "
+                             "model's order only if it beats monotone by this x e^2 (0: no fallback)")
+    parser.add_argument("--fallback-length", type=int_option(0, 100_000),
+                        help="override the model's (its longest training sentence): sentences longer than this "
+                             "are tested for the fallback (0: none)")
     parser.set_defaults(run=run_reorder)
     declare_files(parser, inputs=("model", "src"), outputs=("out", "trees"))

@@ -260,13 +260,14 @@ def test_numpy_path_gives_the_kernels_derivations_with_context_features(flags):
     tok, offsets = np.concatenate(toks), np.array(offsets, dtype=np.int64)
     weights = rng.normal(size=(1 << HASH_BITS) * 3)
     args = (tok, offsets, weights, MASK, 3, 12, flags, btg.inversion_penalties(12, 0.5, 0))
-    orders, order_offsets, edges, edge_offsets = btg._parse_batch_jit(*args)
+    orders, order_offsets, edges, edge_offsets, scores = btg._parse_batch_jit(*args)
     with np.errstate(over="ignore"):
-        np_orders, np_edges, done = btg._np_parse_batch(*args, lambda: False)
+        np_orders, np_edges, np_scores, done = btg._np_parse_batch(*args, lambda: False)
     assert done == len(lengths)
     for s in range(len(lengths)):
         assert np_orders[s].tolist() == orders[order_offsets[s]:order_offsets[s + 1]].tolist()
         assert np_edges[s].tolist() == edges[edge_offsets[s]:edge_offsets[s + 1]].tolist()
+    assert np_scores == scores.tolist()  # bit-identical: the fallback compares them
     # the group changes the scores: without it the same weights give other tables
     with_ctx = btg.build_tables(toks[4], weights, MASK, 3, 12, flags)
     without = btg.build_tables(toks[4], weights, MASK, 3, 12, flags & ~btg.FEAT_CONTEXT)

@@ -40,10 +40,10 @@ def batch(rng: np.random.Generator, lengths: list[int], views: int, vocab: int) 
     return np.concatenate(toks), np.array(offsets, dtype=np.int64)
 
 
-def split(result: tuple[np.ndarray, ...]) -> list[tuple[list[int], list[list[int]]]]:
-    orders, order_offsets, edges, edge_offsets = result
-    return [(orders[order_offsets[s]:order_offsets[s + 1]].tolist(), edges[edge_offsets[s]:edge_offsets[s + 1]].tolist())
-            for s in range(order_offsets.shape[0] - 1)]
+def split(result: tuple[np.ndarray, ...]) -> list[tuple[list[int], list[list[int]], float]]:
+    orders, order_offsets, edges, edge_offsets, scores = result
+    return [(orders[order_offsets[s]:order_offsets[s + 1]].tolist(), edges[edge_offsets[s]:edge_offsets[s + 1]].tolist(),
+             float(scores[s])) for s in range(order_offsets.shape[0] - 1)]
 
 
 @pytest.mark.parametrize("trial", range(12))
@@ -65,9 +65,10 @@ def test_numpy_path_gives_the_kernels_derivations(trial: int):
     args = (tok, offsets, weights, MASK, 1 + trial % 5, max_span, FLAG_SETS[trial % len(FLAG_SETS)], penalty)
     expected = split(btg._parse_batch_jit(*args))
     with np.errstate(over="ignore"):
-        orders, edges, done = btg._np_parse_batch(*args, lambda: False)
+        orders, edges, scores, done = btg._np_parse_batch(*args, lambda: False)
     assert done == len(lengths)
-    assert [(o.tolist(), e.tolist()) for o, e in zip(orders, edges)] == expected
+    # scores bit-identical too: the sentence-level fallback compares them
+    assert [(o.tolist(), e.tolist(), sc) for o, e, sc in zip(orders, edges, scores)] == expected
     assert all(o.dtype == np.int64 and e.dtype == np.int64 and e.shape[1:] == (4,) for o, e in zip(orders, edges))
 
 
@@ -113,9 +114,10 @@ def test_handing_over_to_the_kernel_mid_batch_gives_the_same_batch(monkeypatch: 
     args = (tok, offsets, weights, MASK, 3, 10, ALL_FLAGS, btg.inversion_penalties(10, 0.5, 6))
     real = btg._parse_batch_jit(*args)
     fake = _cold(monkeypatch, args, after)
-    got = btg.parse_batch(*args)
+    got = btg._parse_scored(*args)  # what parse_batch runs (scores included)
     # the first check is the "already done?" one before any sentence: `after` == 0 means compiled at once
     assert fake.calls == (1 if after < 6 else 0)
+    assert len(got) == len(real) == 5
     for a, b in zip(got, real):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 

@@ -154,21 +154,137 @@ def test_training_sets_the_longest_inverted_span_from_the_data():
     assert model.config.max_invert_span == 0
 
 
+def without_fields(path, out, config=(), options=()) -> None:
+    """Copy a model file without some header fields: a model as written before those fields existed."""
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    header = json.loads(str(arrays["header"]))
+    for key in config:
+        del header["config"][key]
+    for key in options:
+        del header["training"]["options"][key]
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(out, **arrays)
+
+
 def test_models_written_before_abstention_load_without_it(tmp_path):
     model = Reorderer(ReordererConfig(hash_bits=8, max_invert_span=7, invert_margin=0.5),
                       inverting_weights(1.0))
     path = tmp_path / "new.npz"
     model.save(str(path))
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
-    header = json.loads(str(arrays["header"]))
-    del header["config"]["max_invert_span"], header["config"]["invert_margin"]
-    arrays["header"] = np.array(json.dumps(header))
     old = tmp_path / "old.npz"
-    np.savez(old, **arrays)
+    without_fields(path, old, config=("max_invert_span", "invert_margin"))
     assert zipfile.is_zipfile(old)
     loaded = Reorderer.load(str(old))
     assert (loaded.config.max_invert_span, loaded.config.invert_margin) == (0, 0.0)
     words = [f"w{i}" for i in range(9)]
     assert loaded.reorder(words) == list(range(8, -1, -1))  # the plain model: full reversal
     assert Reorderer.load(str(path)).reorder(words) != list(range(8, -1, -1))
+
+
+# --- sentence-level fallback to monotone (inputs longer than training) --------------------------------------------
+
+
+def parse_fallback(n: int, weights: np.ndarray, fallback_length: int, fallback_margin: float) -> list[int]:
+    tok = np.arange(n + 2, dtype=np.uint64).reshape(-1, 1)
+    orders, _, _, _ = btg.parse_batch(tok, np.array([0, n + 2]), weights, MASK, 1, 20, btg.FEAT_SPAN, None,
+                                      fallback_length, fallback_margin)
+    return orders.tolist()
+
+
+@pytest.mark.parametrize("n, margin, reversed_", [
+    (4, 100.0, True),  # not longer than fallback_length: never tested, whatever the margin
+    (5, 1.5, True),  # e = 1: the reversal (4 I edges, score 4) beats straight (0) by more than 1.5 * 1
+    (6, 1.0, True),  # e = 2: 5 > 1.0 * 4
+    (6, 1.5, False),  # e = 2: 5 < 1.5 * 4: monotone
+    (9, 1.5, False),  # e = 5: 8 < 37.5
+    (9, 0.0, True),  # margin 0: the plain model
+])
+def test_fallback_keeps_long_unconfident_sentences_monotone(n, margin, reversed_):
+    # every I edge scores 1, so the best derivation is the full reversal (n - 1 I edges over single words) and
+    # beats the best straight derivation (score 0) by n - 1
+    order = parse_fallback(n, inverting_weights(1.0), 4, margin)
+    assert order == (list(range(n - 1, -1, -1)) if reversed_ else list(range(n)))
+
+
+def test_fallback_is_per_sentence_in_a_batch_and_gives_the_straight_tree():
+    weights = inverting_weights(1.0)
+    lengths = [6, 3, 0, 9, 5, 1]
+    toks, offsets = [], [0]
+    for n in lengths:
+        toks.append(np.arange(n + 2, dtype=np.uint64).reshape(-1, 1))
+        offsets.append(offsets[-1] + n + 2)
+    tok, offsets = np.concatenate(toks), np.array(offsets)
+    orders, oo, edges, eo = btg.parse_batch(tok, offsets, weights, MASK, 1, 20, btg.FEAT_SPAN, None, 4, 1.5)
+    got = [orders[oo[s]:oo[s + 1]].tolist() for s in range(len(lengths))]
+    assert got == [list(range(6)), [2, 1, 0], [], list(range(9)), [4, 3, 2, 1, 0], [0]]
+    for s in (0, 3):  # the fallen-back sentences carry their best straight derivation: no I edge
+        e = edges[eo[s]:eo[s + 1]]
+        assert btg.EDGE_I not in e[:, 0] and e.shape[0] == 2 * lengths[s] - 1
+    assert btg.EDGE_I in edges[eo[4]:eo[5]][:, 0]
+
+
+def test_fallback_thresholds():
+    assert btg.fallback_thresholds(np.array([3, 4, 5, 7]), 4, 1.5).tolist() == [0, 0, 1.5, 13.5]
+    assert btg.fallback_thresholds(np.array([30]), 0, 1.5).tolist() == [0]  # no fallback length: no test
+    assert btg.fallback_thresholds(np.array([30]), 4, 0.0).tolist() == [0]
+
+
+def test_trained_model_falls_back_only_on_sentences_longer_than_its_training():
+    sentences = corpus(200, 3)  # 5 words each
+    ranks = [[0, 1, 4, 2, 3] for _ in sentences]  # verb-final
+    model = train(sentences, ranks, ReordererConfig(hash_bits=12, fallback_margin=1.5), TrainOptions(iterations=2),
+                  progress=False)
+    assert (model.config.fallback_length, model.config.fallback_margin) == (5, 1.5)
+    plain = model.with_abstention(fallback_margin=0.0)
+    in_domain = corpus(30, 4)
+    assert model.reorder_batch(in_domain) == plain.reorder_batch(in_domain)
+    assert model.reorder(["the", "n1", "v2", "a", "n3"]) == [0, 1, 3, 4, 2]
+    # three sentences joined: 10 words over the training length, so the model keeps its order only if it beats
+    # monotone by 150: these weights (steps of at most 0.1) cannot
+    joined = [w for s in corpus(3, 5) for w in s]
+    assert plain.reorder(joined) != list(range(15))  # the plain model reorders it
+    assert model.reorder(joined) == list(range(15))
+    assert model.tree(joined).count("(I ") == 0
+    # and the CLI override: a fallback length of 20 leaves it to the model
+    assert model.with_abstention(fallback_length=20).reorder(joined) == plain.reorder(joined)
+
+
+def test_train_reorderer_defaults_store_the_fallback_and_reorder_overrides_it(tmp_path):
+    from xlpos_prep.cli import main as cli_main
+    from xlpos_prep.reorderer import CLI_FALLBACK_MARGIN
+    sentences = corpus(120, 6)
+    src, oracle = tmp_path / "train.src", tmp_path / "train.oracle"
+    src.write_text("".join(" ".join(s) + "\n" for s in sentences))
+    oracle.write_text("0 1 4 2 3\n" * len(sentences))
+    model = tmp_path / "m.npz"
+    assert cli_main(["train-reorderer", "--src", str(src), "--oracle", str(oracle), "--model", str(model),
+                     "--hash-bits", "12", "--iterations", "2"]) == 0
+    config = Reorderer.load(str(model)).config
+    assert (config.fallback_length, config.fallback_margin) == (5, CLI_FALLBACK_MARGIN) and CLI_FALLBACK_MARGIN > 0
+    test = tmp_path / "test.src"
+    test.write_text(" ".join(w for s in corpus(3, 5) for w in s) + "\nthe n1 v2 a n3\n")
+    outs = {}
+    for name, extra in (("default", []), ("off", ["--fallback-margin", "0"]), ("far", ["--fallback-length", "20"])):
+        out = tmp_path / f"{name}.order"
+        assert cli_main(["reorder", "--model", str(model), "--src", str(test), "--out", str(out), *extra]) == 0
+        outs[name] = out.read_text().splitlines()
+    assert outs["default"] == [" ".join(map(str, range(15))), "0 1 3 4 2"]
+    assert outs["off"] == outs["far"] and outs["off"][0] != outs["default"][0] and outs["off"][1] == "0 1 3 4 2"
+
+
+def test_models_written_before_the_fallback_load_without_it_and_reorder_as_before(tmp_path):
+    sentences = corpus(200, 3)
+    model = train(sentences, [[0, 1, 4, 2, 3] for _ in sentences],
+                  ReordererConfig(hash_bits=12, invert_margin=0.5, fallback_margin=1.5), TrainOptions(iterations=2),
+                  progress=False)
+    path = tmp_path / "new.npz"
+    model.save(str(path))
+    old = tmp_path / "old.npz"
+    without_fields(path, old, config=("fallback_length", "fallback_margin"), options=("fallback_length",))
+    loaded = Reorderer.load(str(old))
+    assert (loaded.config.fallback_length, loaded.config.fallback_margin) == (0, 0.0)
+    assert loaded.config.invert_margin == 0.5
+    inputs = corpus(20, 4) + [[w for s in corpus(3, 5) for w in s]]
+    assert loaded.reorder_batch(inputs) == model.with_abstention(fallback_margin=0.0).reorder_batch(inputs)
+    assert loaded.reorder_batch(inputs) != model.reorder_batch(inputs)  # the fallback did change something
