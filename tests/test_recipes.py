@@ -35,6 +35,9 @@ TINY = {
     "ARCH_ARGS": TINY_ARCH, "MAX_UPDATE": "3", "MAX_TOKENS": "2000", "WARMUP": "10", "UPDATE_FREQ": "1",
     "REORDER_ITERATIONS": "2", "SPM_VOCAB": "300", "WORKERS": "2", "GEN_MAX_TOKENS": "4000", "AVG_LAST": "1",
     "GEN_ARGS": "--max-len-a 1 --max-len-b 5",  # an untrained model would babble up to 200 tokens
+    # 2**18 hashed rows instead of the default 2**22: these corpora have a few hundred sentences, and the default's
+    # ~800 MB of weights (and the time to allocate and save them) is most of a tiny reorderer's cost
+    "REORDER_ARGS": "--hash-bits 18",
 }
 
 
