@@ -25,6 +25,10 @@ variant's `reorder` command; scores come from xlpos_prep.metrics (corpus level a
 
     python benchmarks/reorderer_stress.py --work /work/r15 --json stress.json
     python benchmarks/reorderer_stress.py --directions en-ja --train-args "--views word,class128" --tag cls
+    python benchmarks/reorderer_stress.py --directions ja-en --attach-null left   # the pipeline's Japanese oracles
+
+--attach-null left (Japanese-source directions only): oracles made with `xlpos-prep oracle --attach-null left`, as
+the pipeline makes them for Japanese sources, for training and scoring alike (files and models named ja-en-left).
 """
 from __future__ import annotations
 
@@ -202,20 +206,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-rev", default=DEFAULT_BEFORE, help="git revision of the 'before' variant")
     parser.add_argument("--train-args", default="", help="extra train-reorderer arguments of 'after' (quoted)")
     parser.add_argument("--tag", default="after", help="model name of the 'after' variant (cache key)")
+    parser.add_argument("--attach-null", choices=("right", "left"), default="right",
+                        help="oracles of Japanese-source directions (right: the oracle command's default; left: "
+                             "what the pipeline uses for Japanese sources)")
     parser.add_argument("--json", help="also write all figures as JSON here")
     args = parser.parse_args(argv)
     from xlpos_prep.metrics import monotone_order
 
     work = Path(args.work).resolve()
     meta = enja.prepare(work, Path(args.data), "right")
+    if args.attach_null == "left":
+        enja.prepare(work, Path(args.data), "left")
     before = before_tree(work, args.before_rev)
     check_variant(before, work)
     check_variant(None, work)
     variants = {"before": (before, "before-" + args.before_rev, []),
                 "after": (None, args.tag, shlex.split(args.train_args))}
-    results: dict = {"meta": meta, "before_rev": args.before_rev, "train_args": args.train_args, "directions": {}}
-    for direction in args.directions.split(","):
-        home = prepare_multi30k(work) if direction == "en-de" else work
+    results: dict = {"meta": meta, "before_rev": args.before_rev, "train_args": args.train_args,
+                     "attach_null": args.attach_null, "directions": {}}
+    for plain_direction in args.directions.split(","):
+        home = prepare_multi30k(work) if plain_direction == "en-de" else work
+        direction = (enja.oracle_name(plain_direction, args.attach_null) if plain_direction.startswith("ja-")
+                     else plain_direction)  # file names: ja-en-left.oracle etc.
         sets = stress_sets(home, direction, out_of_domain=direction == "en-ja")
         res = results["directions"][direction] = {"models": {}, "sets": {}}
         for vname, (root, name, extra) in variants.items():
