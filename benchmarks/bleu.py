@@ -1031,8 +1031,8 @@ def markdown_table(results: dict) -> str:
 
     reference = ("gold on synth, else silver" if any(PAIRS[p].gold_alignment for p in results["pairs"] if p in PAIRS)
                  else "silver")
-    lines = ["| pair | system | seeds | test BLEU | Δ BLEU | p vs vanilla (BS / AR) | 95% CI | test chrF | "
-             f"test RIBES | dev BLEU | dev BLEU, oracle positions | attention AER ({reference}) |",
+    lines = ["| pair | system | seeds | test BLEU | Δ BLEU | p vs vanilla (BS / AR) | ± 95% CI of test BLEU | "
+             f"test chrF | test RIBES | dev BLEU | dev BLEU, oracle positions | attention AER ({reference}) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for pair_name, pair in results["pairs"].items():
         # records made before the significance tests existed have none: their cells stay empty
@@ -1068,8 +1068,14 @@ def significance_cells(record: dict | None, metric: str) -> tuple[str, str]:
     ci = f"±{max(t['system_ci95'] for t in tests):.2f}"
     count = record["significant_seed_pairs"][name]
     if len(tests) == 1:
-        return f"{bs:.3f} / {ar:.3f}{'*' if count else ''}", ci
-    return f"≤{bs:.3f} / ≤{ar:.3f} ({count}/{len(tests)})", ci
+        return f"{p_value(bs)} / {p_value(ar)}{'*' if count else ''}", ci
+    return f"≤{p_value(bs)} / ≤{p_value(ar)} ({count}/{len(tests)})", ci
+
+
+def p_value(p: float) -> str:
+    """Three decimals, or two significant digits below 0.001: approximate randomization's floor with 10,000
+    trials is 1/10001, which three decimals would print as 0.000."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.2g}"
 
 
 def significance_markdown(results: dict) -> list[str]:
@@ -1080,8 +1086,8 @@ def significance_markdown(results: dict) -> list[str]:
     lines = ["", "Significance on test (sacreBLEU paired bootstrap, 1000 resamples / approximate randomization, "
              "10000 trials, unless the JSON says otherwise): p-values, the largest over seed pairs; (k/n): seed "
              "pairs significant by both tests at p < 0.05; * one seed pair, significant.", "",
-             "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | 95% CI BLEU | Δ chrF | "
-             "p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | ± 95% CI of the system's BLEU | "
+             "Δ chrF | p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
     for pair_name, r in rows:
         seeds = ",".join(f"{p['system_seed']}" if p["system_seed"] == p["baseline_seed"] else
                          f"{p['system_seed']}/{p['baseline_seed']}" for p in r["seed_pairs"])

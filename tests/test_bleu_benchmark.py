@@ -504,3 +504,8 @@ def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> 
     assert settings["training"]["iterations"] == 2 and settings["training"]["chunk_weight"] == 3.0
     assert json.loads(json.dumps(settings)) == settings
     assert Reorderer.load(str(tmp_path / "r.npz")).config.hash_bits == 12
+
+
+def test_p_values_below_a_thousandth_are_not_printed_as_zero() -> None:
+    assert bleu.p_value(0.0213) == "0.021" and bleu.p_value(0.001) == "0.001"
+    assert bleu.p_value(1 / 10001) == "0.0001" and bleu.p_value(0.00031) == "0.00031"
