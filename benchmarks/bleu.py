@@ -437,6 +437,8 @@ def contrast_set_name(kind: str, args: argparse.Namespace) -> str:
 
 def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
     reord = f"ro{args.reorder_iterations or 'def'}" + (f"x{args.reorder_lines}" if args.reorder_lines else "")
+    if args.reorder_args:  # other reorderer settings make other data: their own replica folder
+        reord += ".a" + hashlib.sha1(" ".join(shlex.split(args.reorder_args)).encode()).hexdigest()[:8]
     return f"{corpus_lines_tag(spec, args)}.spm{args.spm_vocab}.{reord}"
 
 
@@ -461,6 +463,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     prepared = prepare(PrepareConfig(
         src=s, tgt=t, workers=args.workers, align_splits=SPLITS, align_reversed=(s, t) != spec.align_langs,
         full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
+        reorder_args=shlex.split(args.reorder_args),
         eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram",
         seed=args.data_replica or 1), layout)
     times = StepTimes(root / "times.json")  # as prepare() left it
@@ -706,7 +709,8 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
             "data": pair.info,  # the data replica: sizes, reorderer and its tau, buckets, step times
             "bleu_py_config": {"train_lines": args.train_lines, "test_lines": args.test_lines,
                                "spm_vocab": args.spm_vocab, "reorder_iterations": args.reorder_iterations,
-                               "reorder_lines": args.reorder_lines, "contrast": args.contrast,
+                               "reorder_lines": args.reorder_lines, "reorder_args": args.reorder_args,
+                               "contrast": args.contrast,
                                "contrast_window": args.contrast_window, "contrast_seed": args.contrast_seed}})
         log(f"{pair.spec.name} {system} seed {seed}: recorded in {args.records}")
     return out
@@ -1256,6 +1260,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reorderer training passes (0: xlpos-prep train-reorderer's default)")
     p.add_argument("--reorder-lines", type=int, default=0,
                    help="train the reorderer on the first N training lines (0: all)")
+    p.add_argument("--reorder-args", default="",
+                   help="further train-reorderer arguments, e.g. '--features span,wide --fallback-margin 0'. A "
+                        "campaign names its reorderer settings here, so that its data replicas do not change when "
+                        "train-reorderer's defaults do (each record also lists the settings its model used)")
     defaults = TrainConfig()
     p.add_argument("--max-update", type=int, default=defaults.max_update,
                    help=f"updates per system (default {defaults.max_update}, ~10-15 min on 2 CPU cores)")
@@ -1329,7 +1337,8 @@ def main(argv: list[str] | None = None) -> int:
                    "pairs": pairs, "systems": all_systems, "seeds": seeds, "train_lines": args.train_lines,
                    "test_lines": args.test_lines, "spm_vocab": args.spm_vocab,
                    "reorder_iterations": args.reorder_iterations or "default",
-                   "reorder_lines": args.reorder_lines or "all", "work": str(Path(args.work).resolve()),
+                   "reorder_lines": args.reorder_lines or "all", "reorder_args": args.reorder_args,
+                   "work": str(Path(args.work).resolve()),
                    "threads": args.threads or "torch default", "jobs": args.jobs,
                    "malloc_env": {name: os.environ[name] for name in GLIBC_MALLOC_ENV},
                    "xl_positions": "predicted by the BTG reorderer on every split (training included); "
