@@ -1052,7 +1052,7 @@ def markdown_table(results: dict) -> str:
             lines.append(f"| {pair_name} | {system} | {seeds} | {cell(test, 'bleu')} | "
                          f"{'–' if delta is None else f'{delta:+.2f}'} | {p_cell} | {ci_cell} | {cell(test, 'chrf')} | "
                          f"{cell(test, 'ribes')} | {dev} | {oracle} | {cell(entry, 'attention_aer')} |")
-    lines += significance_markdown(results) + contrast_markdown(results)
+    lines += significance_markdown(results) + contrast_markdown(results) + replica_markdown(results)
     for pair_name, pair in results["pairs"].items():
         if pair.get("eflomal_vs_gold"):
             lines += ["", f"{pair_name}: eflomal's alignment of test (grow-diag-final-and; the silver standard of the "
@@ -1123,6 +1123,31 @@ def contrast_markdown(results: dict) -> list[str]:
                  if n in entry["contrast_drop_bleu"] else "–" for n in names]
         lines.append(f"| {pair_name} | {system} | {entry['test']['bleu']['mean']:.2f} | " + " | ".join(cells) + " |")
     return lines
+
+
+def replica_markdown(results: dict) -> list[str]:
+    """Per pair, what each seed's data replica (its own eflomal alignment, oracle and reorderer) gives on test:
+    the reorderer's order against that replica's oracle, monotone's beside it, and their spread over replicas; the
+    spread of the BLEU means above includes this."""
+    rows = []
+    for pair_name, pair in results["pairs"].items():
+        replicas = {seed: d["reordering_vs_oracle"]["test"] for seed, d in (pair.get("data_by_seed") or {}).items()
+                    if d and d.get("reordering_vs_oracle")}
+        for seed, r in sorted(replicas.items(), key=lambda kv: int(kv[0])):
+            rows.append(f"| {pair_name} | {seed} | {r['reorderer']['corpus_tau']:.4f} | "
+                        f"{r['reorderer']['corpus_frs']:.4f} | {r['monotone']['corpus_tau']:.4f} | "
+                        f"{r['monotone']['corpus_frs']:.4f} |")
+        if len(replicas) > 1:
+            values = [[r[kind][metric] for r in replicas.values()] for kind in ("reorderer", "monotone")
+                      for metric in ("corpus_tau", "corpus_frs")]
+            rows.append(f"| {pair_name} | mean ± sd | " + " | ".join(
+                f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f}" for v in values) + " |")
+    if not rows:
+        return []
+    return ["", "Data replicas (seed N's runs use replica N: its own alignment, oracle and reorderer): test order "
+            "against that replica's oracle, corpus Kendall tau / fuzzy reordering score.", "",
+            "| pair | replica | reorderer tau | reorderer FRS | monotone tau | monotone FRS |",
+            "|---|---|---|---|---|---|", *rows]
 
 
 def print_table(results: dict) -> None:

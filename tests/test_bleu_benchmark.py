@@ -137,6 +137,25 @@ def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
     assert "Significance" not in table and "Contrastive" not in table
 
 
+def test_replica_table_shows_each_data_replica_and_their_spread() -> None:
+    def replica(tau: float, frs: float) -> dict:
+        test = {"reorderer": {"corpus_tau": tau, "corpus_frs": frs},
+                "monotone": {"corpus_tau": 0.70, "corpus_frs": 0.75}}
+        return {"reordering_vs_oracle": {"test": test}}
+    pairs = {"ja-en": {"runs": {}, "summary": {},
+                       "data_by_seed": {"2": replica(0.84, 0.80), "1": replica(0.82, 0.78), "3": None}},
+             "en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": replica(0.99, 0.95)}}}
+    lines = bleu.replica_markdown({"pairs": pairs})
+    rows = [line.split(" | ") for line in lines if line.startswith("| ja-en") or line.startswith("| en-de")]
+    # replicas in seed order; a replica without figures (a record made before) is left out
+    assert [(r[0], r[1], r[2]) for r in rows] == [("| ja-en", "1", "0.8200"), ("| ja-en", "2", "0.8400"),
+                                                  ("| ja-en", "mean ± sd", "0.8300 ± 0.0141"),
+                                                  ("| en-de", "1", "0.9900")]
+    assert rows[2][4] == "0.7000 ± 0.0000"
+    assert "Data replicas" in bleu.markdown_table({"pairs": pairs})
+    assert bleu.replica_markdown({"pairs": {"ja-en": {"runs": {}, "summary": {}}}}) == []
+
+
 FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
     "fairseq_cli.train | num. shared model params: 4,582,400 (num. trained: 4,582,400)",
     'train_inner | {"epoch": 1, "update": 0.5, "loss": "9.5", "wpb": "2000", "num_updates": "25", "wall": "100"}',
