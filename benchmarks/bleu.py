@@ -1129,17 +1129,15 @@ def replica_markdown(results: dict) -> list[str]:
     """Per pair, what each seed's data replica (its own eflomal alignment, oracle and reorderer) gives on test:
     the reorderer's order against that replica's oracle, monotone's beside it, and their spread over replicas; the
     spread of the BLEU means above includes this."""
+    columns = [(kind, metric) for kind in ("reorderer", "monotone") for metric in ("corpus_tau", "corpus_frs")]
     rows = []
     for pair_name, pair in results["pairs"].items():
         replicas = {seed: d["reordering_vs_oracle"]["test"] for seed, d in (pair.get("data_by_seed") or {}).items()
                     if d and d.get("reordering_vs_oracle")}
         for seed, r in sorted(replicas.items(), key=lambda kv: int(kv[0])):
-            rows.append(f"| {pair_name} | {seed} | {r['reorderer']['corpus_tau']:.4f} | "
-                        f"{r['reorderer']['corpus_frs']:.4f} | {r['monotone']['corpus_tau']:.4f} | "
-                        f"{r['monotone']['corpus_frs']:.4f} |")
+            rows.append(f"| {pair_name} | {seed} | " + " | ".join(f"{r[k][m]:.4f}" for k, m in columns) + " |")
         if len(replicas) > 1:
-            values = [[r[kind][metric] for r in replicas.values()] for kind in ("reorderer", "monotone")
-                      for metric in ("corpus_tau", "corpus_frs")]
+            values = [[r[k][m] for r in replicas.values()] for k, m in columns]
             rows.append(f"| {pair_name} | mean ± sd | " + " | ".join(
                 f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f}" for v in values) + " |")
     if not rows:
