@@ -10,8 +10,11 @@ campaign.json:
 
 A unit is one pair and one seed: its data replica (bleu.py --data-replica SEED: an alignment, oracle, reorderer and
 XL positions of its own, so that the spread over seeds includes the unseeded eflomal's) and the systems trained on
-it, run by one bleu.py invocation so that they share that replica. Units run in the order listed, so a
-campaign cut short has its most important units. What is done is read from the records alone:
+it. Each run is one bleu.py invocation on its unit's replica, after one `--prepare-only` invocation has made the
+replica; `run --jobs N` keeps N runs going across units, in the order listed, so a campaign cut short has its
+most important units and no core waits for the last run of a unit. Each run holds a lock in
+WORK/campaign-logs while it runs, so two schedulers on one work directory never train the same run at once.
+What is done is read from the records alone:
 
     python benchmarks/campaign.py status docs/runs/2026-12-results
     python benchmarks/campaign.py run docs/runs/2026-12-results --work /work/bleu --hours 2 --jobs 2
@@ -19,13 +22,14 @@ campaign cut short has its most important units. What is done is read from the r
     python benchmarks/campaign.py gather docs/runs/2026-12-results --out docs/bleu_results.json \
         --markdown docs/bleu_results.md --plot docs/bleu_by_length.png
 
-`run` starts no unit after --hours have passed (a unit in progress finishes; Ctrl-C stops it, and its finished runs
-keep their records). `gather` is bleu.py --no-train over the records: it needs neither the work directory nor a
-checkpoint.
+`run` starts no run after --hours have passed (runs in progress finish; Ctrl-C stops them, and the finished ones
+keep their records; a stopped run resumes from its last checkpoint next time). `gather` is bleu.py --no-train over
+the records: it needs neither the work directory nor a checkpoint.
 """
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import subprocess
 import sys
@@ -39,6 +43,7 @@ import run_records  # noqa: E402
 
 BLEU = Path(__file__).resolve().parent / "bleu.py"
 CAMPAIGN_FILE = "campaign.json"
+POLL_SECONDS = 1.0  # how often `run` looks for finished runs
 
 
 class CampaignError(ValueError):
@@ -145,29 +150,111 @@ def unit_args(bleu_args: Sequence[str], systems: Sequence[str]) -> list[str]:
     return out
 
 
-def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, jobs: int) -> list[str]:
+def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, bleu: Path = BLEU,
+                 prepare_only: bool = False) -> list[str]:
     # the unit's own data replica (alignment, reorderer): the spread over seeds includes the unseeded alignment's
-    return [sys.executable, str(BLEU), *unit_args(c.bleu_args, systems), "--pairs", unit.pair, "--seeds", str(unit.seed),
-            "--data-replica", str(unit.seed), "--systems", ",".join(systems), "--records", str(c.directory),
-            "--work", work, "--jobs", str(jobs),
-            "--out", str(Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}.json")]
+    name = "prepare" if prepare_only else "-".join(systems)
+    return [sys.executable, str(bleu), *unit_args(c.bleu_args, systems), "--pairs", unit.pair,
+            "--seeds", str(unit.seed), "--data-replica", str(unit.seed), "--systems", ",".join(systems),
+            "--records", str(c.directory), "--work", work, "--jobs", "1",
+            *(["--prepare-only"] if prepare_only else []),
+            "--out", str(Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}-{name}.json")]
 
 
-def run_units(c: Campaign, work: str, hours: float, jobs: int) -> int:
+@dataclass(frozen=True)
+class Job:
+    """One bleu.py invocation: one run of a unit, or (system None) the preparation of the unit's data replica."""
+    unit: Unit
+    system: str | None
+
+    def describe(self) -> str:
+        return f"{self.unit.pair} seed {self.unit.seed} {self.system or 'data replica'}"
+
+
+def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job]) -> Job | None:
+    """The first pending run whose unit's data replica is ready; else that unit's preparation, unless one is in
+    progress (preparations run one at a time: the replicas of ja-en and en-ja share one alignment, and two
+    eflomal runs writing it at once would give the two directions different alignments); else None."""
+    preparing = next((j.unit for j in running if j.system is None), None)
+    for job in pending:
+        if job.unit in prepared:
+            return job
+        if preparing is None:
+            return Job(job.unit, None)
+    return None
+
+
+def start_locked(cmd: list[str], log: Path) -> subprocess.Popen | None:
+    """Start cmd with its output appended to log, holding LOG.lock for as long as it runs (the child inherits the
+    locked file), so that a second scheduler on the same work directory never trains the same run into the same
+    checkpoint directory at once; None when another process holds the lock."""
+    lock = open(log.with_suffix(".lock"), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    with lock, open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, pass_fds=[lock.fileno()])
+
+
+def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU) -> int:
+    """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
+    the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs."""
     deadline = time.time() + hours * 3600
-    for unit in c.units:
-        missing = unit.missing(c.directory)
-        if not missing:
-            continue
-        if time.time() >= deadline:
-            print(f"--hours {hours} have passed: no further unit started", file=sys.stderr)
-            break
-        cmd = bleu_command(c, unit, missing, work, jobs)
-        print(f"[{time.strftime('%H:%M:%S')}] {unit.pair} seed {unit.seed}: {', '.join(missing)}", file=sys.stderr)
-        rc = subprocess.run(cmd).returncode
-        if rc != 0:
-            print(f"bleu.py failed (exit {rc}) on {unit.pair} seed {unit.seed}: {' '.join(cmd)}", file=sys.stderr)
-            return rc
+    pending = [Job(u, s) for u in c.units for s in u.missing(c.directory)]
+    prepared: set[Unit] = set()
+    running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
+    logs = Path(work) / "campaign-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    try:
+        while running or (pending and not failed):
+            waiting = False  # for a replica that another scheduler prepares
+            while len(running) < jobs and pending and not failed:
+                if time.time() >= deadline:
+                    print(f"--hours {hours} have passed: no further run started", file=sys.stderr)
+                    pending.clear()
+                    break
+                job = next_job(pending, prepared, [j for j, _, _ in running.values()])
+                if job is None:
+                    break
+                systems = [job.system] if job.system else [j.system for j in pending if j.unit == job.unit]
+                cmd = bleu_command(c, job.unit, systems, work, bleu, prepare_only=job.system is None)
+                log = logs / (Path(cmd[-1]).stem + ".log")
+                proc = start_locked(cmd, log)
+                if proc is None and job.system is None:
+                    waiting = True  # look again after a pause
+                    break
+                if job.system is not None:
+                    pending.remove(job)
+                if proc is None:
+                    print(f"[{time.strftime('%H:%M:%S')}] skip {job.describe()}: another process runs it "
+                          f"({log.with_suffix('.lock')} is held)", file=sys.stderr)
+                    continue
+                running[proc] = (job, log, time.time())
+                print(f"[{time.strftime('%H:%M:%S')}] start {job.describe()} (log: {log})", file=sys.stderr)
+            if not running and not waiting:
+                break
+            time.sleep(POLL_SECONDS)
+            for proc in [p for p in running if p.poll() is not None]:
+                job, log, started = running.pop(proc)
+                minutes = (time.time() - started) / 60
+                if proc.returncode == 0:
+                    if job.system is None:
+                        prepared.add(job.unit)
+                    print(f"[{time.strftime('%H:%M:%S')}] done {job.describe()} ({minutes:.1f} min)", file=sys.stderr)
+                    continue
+                failed = failed or proc.returncode
+                tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+                print(f"bleu.py failed (exit {proc.returncode}) on {job.describe()}; no further run started. "
+                      f"Log: {log}\n" + "\n".join("  " + x for x in tail), file=sys.stderr)
+    except KeyboardInterrupt:  # the runs got the same Ctrl-C; what finished keeps its record
+        for proc in running:
+            proc.wait()
+        return 130
+    if failed:
+        return failed if failed > 0 else 1  # (killed by a signal: a negative return code)
     print("\n".join(status_lines(c)))
     return 0
 
@@ -186,8 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("campaign", type=Path, help="the campaign directory (holds campaign.json and the records)")
         if name == "run":
             s.add_argument("--work", required=True, help="bleu.py's work directory (data, checkpoints)")
-            s.add_argument("--hours", type=float, default=float("inf"), help="start no unit after this long")
-            s.add_argument("--jobs", type=int, default=1, help="bleu.py --jobs: runs at a time")
+            s.add_argument("--hours", type=float, default=float("inf"), help="start no run after this long")
+            s.add_argument("--jobs", type=int, default=1, help="runs at a time, across units (one core each)")
+            s.add_argument("--bleu", type=Path, default=BLEU,
+                           help="the bleu.py to run (default: the one beside this file); a campaign pinned to a "
+                                "commit runs the bleu.py of that commit's worktree")
     args, rest = p.parse_known_args(argv)
     if rest and args.command != "gather":
         p.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -199,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             if args.jobs < 1:
                 raise CampaignError("--jobs must be at least 1")
-            return run_units(c, args.work, args.hours, args.jobs)
+            if not args.bleu.is_file():
+                raise CampaignError(f"--bleu {args.bleu}: no such file")
+            return run_jobs(c, args.work, args.hours, args.jobs, args.bleu)
         return subprocess.run(gather_command(c, rest)).returncode
     except (CampaignError, run_records.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
 """benchmarks/campaign.py: a campaign resumes from its committed records and runs only what is missing."""
+import fcntl
 import json
 import sys
 from pathlib import Path
@@ -10,18 +11,32 @@ sys.path.insert(0, str(BENCH))
 import campaign  # noqa: E402
 import run_records  # noqa: E402
 
-# Stands in for bleu.py: records every (pair, system, seed) it is asked for, and logs its arguments.
+# Stands in for bleu.py: records every (pair, system, seed) it is asked to train, logs its arguments, and fails on
+# a system named "broken".
 FAKE_BLEU = r'''
-import json, sys
+import fcntl, json, sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, BENCH)
 import run_records
-args = sys.argv[2:]
+args = sys.argv[1:]
 opt = lambda name: args[args.index(name) + 1]
 records, work = Path(opt("--records")), Path(opt("--work"))
 with open(work / "calls.jsonl", "a") as f:
     f.write(json.dumps(args) + "\n")
+with open(work / "campaign-logs" / (Path(opt("--out")).stem + ".lock"), "a") as lock:
+    try:  # held by this process's inherited copy, so a fresh one must fail
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = False
+    except BlockingIOError:
+        held = True
+with open(work / "held.txt", "a") as f:
+    f.write(f"{held}\n")
+if "--prepare-only" in args:
+    sys.exit(0)
+time.sleep(1.0)  # long beside the scheduler's polling, so that the order of events is fixed
 for system in opt("--systems").split(","):
+    if system == "broken":
+        sys.exit("bleu.py: error: training failed")
     key = run_records.RunKey(opt("--pairs"), system, int(opt("--seeds")))
     run = work / key.pair / key.name
     (run / "hyp").mkdir(parents=True, exist_ok=True)
@@ -39,13 +54,12 @@ def write_campaign(d: Path, units: list[dict], bleu_args=("--max-update", "1200"
 
 @pytest.fixture
 def fake_bleu(tmp_path, monkeypatch):
+    """(campaign directory's parent, the `--bleu FAKE` arguments of campaign run)."""
+    monkeypatch.setattr(campaign, "POLL_SECONDS", 0.05)
     script = tmp_path / "fake_bleu.py"
-    script.write_text(FAKE_BLEU)
-    monkeypatch.setattr(campaign, "BLEU", script)
-    real_cmd = campaign.bleu_command
-    monkeypatch.setattr(campaign, "bleu_command",
-                        lambda *a, **k: [real_cmd(*a, **k)[0], str(script), str(BENCH), *real_cmd(*a, **k)[2:]])
-    return tmp_path
+    script.write_text(f"BENCH = {str(BENCH)!r}\n" + FAKE_BLEU)
+    (tmp_path / "work").mkdir()
+    return tmp_path, ["--bleu", str(script)]
 
 
 def calls(work: Path) -> list[list[str]]:
@@ -53,40 +67,111 @@ def calls(work: Path) -> list[list[str]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+def what(call: list[str]) -> tuple[str, str, str]:
+    """(pair, systems, 'prepare' or 'train') of one bleu.py call."""
+    opt = lambda name: call[call.index(name) + 1]
+    return opt("--pairs"), opt("--systems"), "prepare" if "--prepare-only" in call else "train"
+
+
 def test_run_does_the_missing_runs_in_unit_order_and_a_second_run_nothing(fake_bleu, capsys):
-    c = write_campaign(fake_bleu / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input"]},
-                                            {"pair": "en-de", "seed": 1, "systems": ["vanilla"]}])
-    work = fake_bleu / "work"
-    work.mkdir()
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input", "rope"]},
+                                       {"pair": "en-de", "seed": 1, "systems": ["vanilla"]}])
+    work = root / "work"
     key = run_records.RunKey("ja-en", "vanilla", 1)  # recorded in an earlier session
     (work / "old" / "hyp").mkdir(parents=True)
     (work / "old" / "train.json").write_text("{}")
     run_records.export_run(work / "old", c, key, "tag", {})
-    assert campaign.main(["run", str(c), "--work", str(work)]) == 0
+    assert campaign.main(["run", str(c), "--work", str(work), *bleu]) == 0
     got = calls(work)
-    assert [(a[a.index("--pairs") + 1], a[a.index("--systems") + 1]) for a in got] == [("ja-en", "input"),
-                                                                                      ("en-de", "vanilla")]
-    assert got[0][:2] == ["--max-update", "1200"]  # the campaign's shared arguments come first
-    assert got[0][got[0].index("--data-replica") + 1] == "1"  # the unit's seed is its data replica
-    assert "3/3 runs recorded" in capsys.readouterr().out
-    assert campaign.main(["run", str(c), "--work", str(work)]) == 0
-    assert len(calls(work)) == 2
+    # the unit's data replica is made first (for the runs still missing), then each run alone
+    assert [what(a) for a in got] == [("ja-en", "input,rope", "prepare"), ("ja-en", "input", "train"),
+                                      ("ja-en", "rope", "train"), ("en-de", "vanilla", "prepare"),
+                                      ("en-de", "vanilla", "train")]
+    assert got[1][:2] == ["--max-update", "1200"]  # the campaign's shared arguments come first
+    assert got[1][got[1].index("--data-replica") + 1] == "1"  # the unit's seed is its data replica
+    assert len({a[a.index("--out") + 1] for a in got}) == len(got)  # no two invocations write one results file
+    assert "4/4 runs recorded" in capsys.readouterr().out
+    assert campaign.main(["run", str(c), "--work", str(work), *bleu]) == 0
+    assert len(calls(work)) == 5
 
 
-def test_no_unit_starts_after_the_hours(fake_bleu):
-    c = write_campaign(fake_bleu / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla"]}])
-    (fake_bleu / "work").mkdir()
-    assert campaign.main(["run", str(c), "--work", str(fake_bleu / "work"), "--hours", "0"]) == 0
-    assert calls(fake_bleu / "work") == []
+def test_jobs_fill_the_cores_across_units_and_no_run_precedes_its_replica(fake_bleu, capsys):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "input", "rope"]},
+                                       {"pair": "en-ja", "seed": 2, "systems": ["vanilla", "input"]}])
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), "--jobs", "2", *bleu]) == 0
+    out = capsys.readouterr()
+    events = [x.split("] ", 1)[1].split(" (")[0] for x in out.err.splitlines() if x.startswith("[")]
+    # while ja-en's third run trains, the second core prepares en-ja's replica and starts its first run
+    assert events.index("start en-ja seed 2 data replica") < events.index("done ja-en seed 2 rope")
+    assert events.index("start en-ja seed 2 vanilla") < events.index("done ja-en seed 2 rope")
+    running, most = 0, 0
+    for e in events:
+        running += 1 if e.startswith("start") else -1
+        most = max(most, running)
+    assert most == 2
+    for pair in ("ja-en", "en-ja"):
+        ready = events.index(f"done {pair} seed 2 data replica")
+        assert all(events.index(f"start {pair} seed 2 {s}") > ready for s in ("vanilla", "input"))
+    assert "5/5 runs recorded" in out.out
+    # every invocation held its lock while it ran (the scheduler's copy closed, the child's kept)
+    assert (root / "work" / "held.txt").read_text().split() == ["True"] * 7
 
 
-def test_status_counts_records_and_core_hours(fake_bleu, capsys):
-    c = write_campaign(fake_bleu / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope", "input"]}])
-    (fake_bleu / "work").mkdir()
+@pytest.mark.parametrize("running, prepared, expected", [
+    ([], set(), ("ja-en", None)),                              # nothing ready: prepare the first unit
+    ([("ja-en", None)], set(), None),                          # one preparation at a time (shared alignment)
+    ([("ja-en", None)], {"en-de"}, ("en-de", "vanilla")),      # meanwhile a ready unit's run
+    ([], {"ja-en"}, ("ja-en", "vanilla")),
+])
+def test_next_job_prepares_one_replica_at_a_time(running, prepared, expected):
+    units = {p: campaign.Unit(p, 1, ("vanilla",)) for p in ("ja-en", "en-ja", "en-de")}
+    pending = [campaign.Job(u, "vanilla") for u in units.values()]
+    job = campaign.next_job(pending, {units[p] for p in prepared}, [campaign.Job(units[p], s) for p, s in running])
+    assert (job and (job.unit.pair, job.system)) == expected
+
+
+def test_a_failed_run_stops_the_campaign_with_its_log(fake_bleu, capsys):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["broken", "vanilla"]},
+                                       {"pair": "en-de", "seed": 1, "systems": ["vanilla"]}])
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 1
+    err = capsys.readouterr().err
+    assert "bleu.py failed (exit 1) on ja-en seed 1 broken" in err and "training failed" in err
+    assert [what(a) for a in calls(root / "work")] == [("ja-en", "broken,vanilla", "prepare"),
+                                                       ("ja-en", "broken", "train")]
+
+
+def test_a_run_that_another_scheduler_holds_is_left_to_it(fake_bleu, capsys):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input"]}])
+    logs = root / "work" / "campaign-logs"
+    logs.mkdir()
+    with open(logs / "campaign-camp-ja-en-seed1-vanilla.lock", "a") as held:  # a second scheduler's run
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 0
+    assert [what(a) for a in calls(root / "work")] == [("ja-en", "vanilla,input", "prepare"),
+                                                       ("ja-en", "input", "train")]
+    assert "skip ja-en seed 1 vanilla: another process runs it" in capsys.readouterr().err
+    # the lock lasts as long as the run, not the scheduler: a finished run's lock is free
+    with open(logs / "campaign-camp-ja-en-seed1-input.lock", "a") as after:
+        fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_no_run_starts_after_the_hours(fake_bleu):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla"]}])
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), "--hours", "0", *bleu]) == 0
+    assert calls(root / "work") == []
+
+
+def test_status_counts_records_and_core_hours(tmp_path, capsys):
+    c = write_campaign(tmp_path / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope", "input"]}])
     for system, train in (("rope", {"seconds": 1000, "cpu_seconds": 1800}),
                           # resumed: its CPU seconds cover only the part after the resumption
                           ("input", {"seconds": 100, "cpu_seconds": 180, "resumed_from_checkpoint": True})):
-        run = fake_bleu / system
+        run = tmp_path / system
         (run / "hyp").mkdir(parents=True)
         (run / "train.json").write_text(json.dumps(train))
         run_records.export_run(run, c, run_records.RunKey("ja-en", system, 2), "tag", {})
