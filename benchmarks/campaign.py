@@ -198,6 +198,28 @@ def start_locked(cmd: list[str], log: Path) -> subprocess.Popen | None:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, pass_fds=[lock.fileno()])
 
 
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr)
+
+
+def reap(running: dict[subprocess.Popen, tuple[Job, Path, float]], prepared: set[Unit]) -> int:
+    """Take the finished invocations out of running (a finished preparation makes its unit prepared); the first
+    failure's exit status (a negative one, from a signal, as 1), or 0."""
+    failed = 0
+    for proc in [p for p in running if p.poll() is not None]:
+        job, log, started = running.pop(proc)
+        if proc.returncode == 0:
+            if job.system is None:
+                prepared.add(job.unit)
+            say(f"done {job.describe()} ({(time.time() - started) / 60:.1f} min)")
+            continue
+        failed = failed or (proc.returncode if proc.returncode > 0 else 1)
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+        print(f"bleu.py failed (exit {proc.returncode}) on {job.describe()}; no further run started. "
+              f"Log: {log}\n" + "\n".join("  " + x for x in tail), file=sys.stderr)
+    return failed
+
+
 def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU) -> int:
     """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
     the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs."""
@@ -211,7 +233,7 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU)
     try:
         while running or (pending and not failed):
             waiting = False  # for a replica that another scheduler prepares
-            while len(running) < jobs and pending and not failed:
+            while len(running) < jobs and pending and not failed and not waiting:
                 if time.time() >= deadline:
                     print(f"--hours {hours} have passed: no further run started", file=sys.stderr)
                     pending.clear()
@@ -223,38 +245,24 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU)
                 cmd = bleu_command(c, job.unit, systems, work, bleu, prepare_only=job.system is None)
                 log = logs / (Path(cmd[-1]).stem + ".log")
                 proc = start_locked(cmd, log)
-                if proc is None and job.system is None:
-                    waiting = True  # look again after a pause
-                    break
+                waiting = proc is None and job.system is None  # look again after a pause
                 if job.system is not None:
                     pending.remove(job)
-                if proc is None:
-                    print(f"[{time.strftime('%H:%M:%S')}] skip {job.describe()}: another process runs it "
-                          f"({log.with_suffix('.lock')} is held)", file=sys.stderr)
-                    continue
-                running[proc] = (job, log, time.time())
-                print(f"[{time.strftime('%H:%M:%S')}] start {job.describe()} (log: {log})", file=sys.stderr)
+                if proc is not None:
+                    running[proc] = (job, log, time.time())
+                    say(f"start {job.describe()} (log: {log})")
+                elif job.system is not None:
+                    say(f"skip {job.describe()}: another process runs it ({log.with_suffix('.lock')} is held)")
             if not running and not waiting:
                 break
             time.sleep(POLL_SECONDS)
-            for proc in [p for p in running if p.poll() is not None]:
-                job, log, started = running.pop(proc)
-                minutes = (time.time() - started) / 60
-                if proc.returncode == 0:
-                    if job.system is None:
-                        prepared.add(job.unit)
-                    print(f"[{time.strftime('%H:%M:%S')}] done {job.describe()} ({minutes:.1f} min)", file=sys.stderr)
-                    continue
-                failed = failed or proc.returncode
-                tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
-                print(f"bleu.py failed (exit {proc.returncode}) on {job.describe()}; no further run started. "
-                      f"Log: {log}\n" + "\n".join("  " + x for x in tail), file=sys.stderr)
+            failed = failed or reap(running, prepared)
     except KeyboardInterrupt:  # the runs got the same Ctrl-C; what finished keeps its record
         for proc in running:
             proc.wait()
         return 130
     if failed:
-        return failed if failed > 0 else 1  # (killed by a signal: a negative return code)
+        return failed
     print("\n".join(status_lines(c)))
     return 0
 
