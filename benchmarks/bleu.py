@@ -898,7 +898,7 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                     attention = attention_entry(spec, obj)
             runs.setdefault(system, {})[str(seed)] = {"train": record["train"], "eval": evals,
                                                       **({"attention": attention} if attention else {})}
-            data.setdefault(str(seed), record["provenance"].get("data"))
+            data.setdefault(str(seed), []).append((system, record["provenance"].get("data")))
 
     def hypotheses(name: str, seed: str) -> list[str] | None:
         try:
@@ -908,14 +908,39 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
 
     if not runs:
         return None
+    makings = {seed: replica_makings(records) for seed, records in data.items()}
+    remade = {seed: [{"systems": m["systems"], **{k: (m["data"] or {}).get(k) for k in MAKING_FIGURES}}
+                     for m in found] for seed, found in makings.items() if len(found) > 1}
+    for seed, found in remade.items():
+        log(f"--no-train: {spec.name} seed {seed}: its records come from {len(found)} makings of data replica {seed} "
+            f"(" + "; ".join(", ".join(m["systems"]) for m in found) + "); the seed's figures are those of the "
+            f"making {', '.join(found[0]['systems'])} used")
+    by_seed = {seed: found[0]["data"] for seed, found in makings.items()}
     # the pair's figures of the first seed's data replica (what one run of bleu.py reports), every replica's beside
-    first = next((d for d in data.values() if d), {})
+    first = next((d for d in by_seed.values() if d), {})
     refs = test_references(spec, args)
-    return {**first, "records": str(args.records), "data_by_seed": data, "runs": runs,
+    return {**first, "records": str(args.records), "data_by_seed": by_seed, "runs": runs,
+            **({"replica_makings": remade} if remade else {}),
             "summary": pair_summary(runs),
             "significance": significance_tests(spec, runs, refs, compare, args, hypotheses, None),
             "pooled_buckets": seed_pooled_buckets(
-                spec, runs, refs, hypotheses, {seed: (d or {}).get("test_sentences") for seed, d in data.items()})}
+                spec, runs, refs, hypotheses, {seed: (d or {}).get("test_sentences") for seed, d in by_seed.items()})}
+
+
+MAKING_FIGURES = ("reorderer", "reordering_vs_oracle")  # what tells two makings of a replica apart, in the results
+
+
+def replica_makings(records: Sequence[tuple[str, dict | None]]) -> list[dict]:
+    """The makings of one seed's data replica that its records ((system, provenance data) each) come from: a replica
+    made again (another machine, a lost work directory) has another eflomal alignment, since eflomal cannot be
+    seeded, so another reorderer and other XL positions. Records of one making carry identical figures. Returns
+    [{"systems", "data"}], the making read by the most systems that read the reorderer first (its figures are the
+    seed's: the reordering buckets and the replica table), then in the order of the records."""
+    found: dict[str, dict] = {}
+    for system, data in records:
+        key = json.dumps(data, sort_keys=True)
+        found.setdefault(key, {"systems": [], "data": data})["systems"].append(system)
+    return sorted(found.values(), key=lambda m: -sum(parse_system(s).reads_reorderer for s in m["systems"]))
 
 
 def attention_path(run_dir: Path, args: argparse.Namespace) -> Path:
@@ -1134,16 +1159,29 @@ def replica_markdown(results: dict) -> list[str]:
     for pair_name, pair in results["pairs"].items():
         replicas = {seed: d["reordering_vs_oracle"]["test"] for seed, d in (pair.get("data_by_seed") or {}).items()
                     if d and d.get("reordering_vs_oracle")}
+        makings = pair.get("replica_makings") or {}
         for seed, r in sorted(replicas.items(), key=lambda kv: int(kv[0])):
-            rows.append(f"| {pair_name} | {seed} | " + " | ".join(f"{r[k][m]:.4f}" for k, m in columns) + " |")
+            if seed not in makings:
+                rows.append(f"| {pair_name} | {seed} | " + " | ".join(f"{r[k][m]:.4f}" for k, m in columns) + " |")
+                continue
+            for making in makings[seed]:  # the first is the seed's (r); the others' runs read no reorderer or fewer
+                figures = (making.get("reordering_vs_oracle") or {}).get("test")
+                cells = [f"{figures[k][m]:.4f}" for k, m in columns] if figures else ["–"] * len(columns)
+                rows.append(f"| {pair_name} | {seed}, made for {', '.join(making['systems'])} | "
+                            + " | ".join(cells) + " |")
         if len(replicas) > 1:
             values = [[r[k][m] for r in replicas.values()] for k, m in columns]
             rows.append(f"| {pair_name} | mean ± sd | " + " | ".join(
                 f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f}" for v in values) + " |")
     if not rows:
         return []
+    remade = [f"{pair_name} {seed}" for pair_name, pair in results["pairs"].items()
+              for seed in sorted(pair.get("replica_makings") or {}, key=int)]
     return ["", "Data replicas (seed N's runs use replica N: its own alignment, oracle and reorderer): test order "
-            "against that replica's oracle, corpus Kendall tau / fuzzy reordering score.", "",
+            "against that replica's oracle, corpus Kendall tau / fuzzy reordering score."
+            + (" Made more than once (eflomal cannot be seeded, so each making has its own alignment and reorderer;"
+               f" the runs of each making are named, and the mean uses the first): {', '.join(remade)}."
+               if remade else ""), "",
             "| pair | replica | reorderer tau | reorderer FRS | monotone tau | monotone FRS |",
             "|---|---|---|---|---|---|", *rows]
 

@@ -156,6 +156,35 @@ def test_replica_table_shows_each_data_replica_and_their_spread() -> None:
     assert bleu.replica_markdown({"pairs": {"ja-en": {"runs": {}, "summary": {}}}}) == []
 
 
+
+def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_counts() -> None:
+    # eflomal cannot be seeded: a data replica made again on another machine has another alignment and reorderer.
+    # Records of one making carry identical figures; the seed's figures (buckets, replica table) are those of the
+    # making that the runs reading the reorderer used, even when a control's record came first.
+    def data(tau: float) -> dict:
+        return {"reordering_vs_oracle": {"test": {"reorderer": {"corpus_tau": tau, "corpus_frs": 0.9},
+                                                  "monotone": {"corpus_tau": 0.96, "corpus_frs": 0.93}}},
+                "reorderer": {"train_seconds": tau}, "test_sentences": {"reorderer_tau": [tau]}}
+    one = bleu.replica_makings([("vanilla", data(0.97)), ("input", data(0.97)), ("rope", data(0.97))])
+    assert [m["systems"] for m in one] == [["vanilla", "input", "rope"]]
+    two = bleu.replica_makings([("vanilla", data(0.9661)), ("rope-monotone", data(0.9661)),
+                                ("input", data(0.9659)), ("head", data(0.9659))])
+    assert [m["systems"] for m in two] == [["input", "head"], ["vanilla", "rope-monotone"]]
+    assert two[0]["data"] == data(0.9659)
+
+    remade = {"2": [{"systems": m["systems"], "reordering_vs_oracle": m["data"]["reordering_vs_oracle"]}
+                    for m in two]}
+    pairs = {"en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": data(0.98), "2": two[0]["data"]},
+                       "replica_makings": remade}}
+    lines = bleu.replica_markdown({"pairs": pairs})
+    rows = [line.split(" | ") for line in lines if line.startswith("| en-de")]
+    assert [r[1:3] for r in rows] == [["1", "0.9800"], ["2, made for input, head", "0.9659"],
+                                      ["2, made for vanilla, rope-monotone", "0.9661"],
+                                      ["mean ± sd", "0.9729 ± 0.0100"]]  # of 0.98 and the first making's 0.9659
+    assert "Made more than once" in lines[1] and "en-de 2" in lines[1]
+    assert "Made more than once" not in bleu.replica_markdown(
+        {"pairs": {"en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": data(0.98)}}}})[1]
+
 FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
     "fairseq_cli.train | num. shared model params: 4,582,400 (num. trained: 4,582,400)",
     'train_inner | {"epoch": 1, "update": 0.5, "loss": "9.5", "wpb": "2000", "num_updates": "25", "wall": "100"}',
