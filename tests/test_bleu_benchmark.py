@@ -117,6 +117,14 @@ def test_summary_mean_spread_and_delta_vs_vanilla() -> None:
     assert summary["input"]["test"]["bleu"]["mean"] == 23.5
     assert summary["input"]["test"]["delta_vs_vanilla"] == {"bleu": 2.5, "chrf": 0.0}
     assert "delta_vs_vanilla" not in summary["vanilla"]["test"]
+    # part-way through a seed: the delta pairs runs of the same seed (replica), not means over different seeds
+    part = bleu.pair_summary({"vanilla": {"1": run(20.0), "2": run(22.0), "3": run(30.0)},
+                              "input": {"1": run(23.0), "2": run(24.0)}})
+    assert part["vanilla"]["test"]["bleu"]["mean"] == 24.0 and part["input"]["test"]["bleu"]["mean"] == 23.5
+    assert part["input"]["test"]["delta_vs_vanilla"]["bleu"] == 2.5
+    # no seed in common: no delta
+    apart = bleu.pair_summary({"vanilla": {"1": run(20.0)}, "input": {"2": run(24.0)}})
+    assert apart["input"]["test"]["delta_vs_vanilla"] == {}
 
 
 def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
@@ -131,7 +139,8 @@ def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
     table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": bleu.pair_summary(runs)}}})
     rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:]}
     assert rows["vanilla"][2:5] == ["1,2", "21.00 ± 1.41", "–"]
-    assert rows["input"][2:5] == ["1", "23.00", "+2.00"] and rows["input"][-2:] == ["25.00", "– |"]
+    # Δ against vanilla of the same seed (20.00), not vanilla's mean over seeds 1 and 2
+    assert rows["input"][2:5] == ["1", "23.00", "+3.00"] and rows["input"][-2:] == ["25.00", "– |"]
     assert rows["input"][5:7] == ["–", "–"]  # no significance record
     assert rows["input-oracle"][3] == "–" and rows["input-oracle"][-3:] == ["–", "30.00", "– |"]
     assert "Significance" not in table and "Contrastive" not in table
