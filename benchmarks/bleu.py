@@ -1172,14 +1172,13 @@ def replica_markdown(results: dict) -> list[str]:
                     if d and d.get("reordering_vs_oracle")}
         makings = pair.get("replica_makings") or {}
         for seed, r in sorted(replicas.items(), key=lambda kv: int(kv[0])):
-            if seed not in makings:
-                rows.append(f"| {pair_name} | {seed} | " + " | ".join(f"{r[k][m]:.4f}" for k, m in columns) + " |")
-                continue
-            for making in makings[seed]:  # the first is the seed's (r); the others' runs read no reorderer or fewer
-                figures = (making.get("reordering_vs_oracle") or {}).get("test")
+            # a replica made more than once: a row per making, the seed's (r) first
+            labelled = ([(f"{seed}, made for {', '.join(m['systems'])}",
+                          (m.get("reordering_vs_oracle") or {}).get("test")) for m in makings[seed]]
+                        if seed in makings else [(seed, r)])
+            for label, figures in labelled:
                 cells = [f"{figures[k][m]:.4f}" for k, m in columns] if figures else ["–"] * len(columns)
-                rows.append(f"| {pair_name} | {seed}, made for {', '.join(making['systems'])} | "
-                            + " | ".join(cells) + " |")
+                rows.append(f"| {pair_name} | {label} | " + " | ".join(cells) + " |")
         if len(replicas) > 1:
             values = [[r[k][m] for r in replicas.values()] for k, m in columns]
             rows.append(f"| {pair_name} | mean ± sd | " + " | ".join(

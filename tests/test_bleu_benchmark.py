@@ -165,7 +165,6 @@ def test_replica_table_shows_each_data_replica_and_their_spread() -> None:
     assert bleu.replica_markdown({"pairs": {"ja-en": {"runs": {}, "summary": {}}}}) == []
 
 
-
 def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_counts() -> None:
     # eflomal cannot be seeded: a data replica made again on another machine has another alignment and reorderer.
     # Records of one making carry identical figures; the seed's figures (buckets, replica table) are those of the
@@ -193,6 +192,7 @@ def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_cou
     assert "Made more than once" in lines[1] and "en-de 2" in lines[1]
     assert "Made more than once" not in bleu.replica_markdown(
         {"pairs": {"en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": data(0.98)}}}})[1]
+
 
 FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
     "fairseq_cli.train | num. shared model params: 4,582,400 (num. trained: 4,582,400)",
