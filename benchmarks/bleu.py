@@ -66,7 +66,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -91,6 +90,7 @@ from xlpos_prep.translate import generate, hypothesis_words  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
+from run_records import machine_info  # noqa: E402
 from buckets import (BucketSpec, assign_buckets, bucket_bleu, make_buckets, order_tau,  # noqa: E402,F401
                      pooled_bucket_bleu, quantile_edges)
 
@@ -1028,35 +1028,6 @@ def code_version() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return head + ("+modified" if dirty else "")
-
-
-def machine_info() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-    info = {"nproc": len(os.sched_getaffinity(0)), "cpu_model": cpu, "platform": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    from importlib import metadata
-    for dist in ("ve-fairseq", "fairseq"):  # importing fairseq here would reconfigure the root logger
-        try:
-            info["fairseq"] = f"{dist} {metadata.version(dist)}"
-            break
-        except metadata.PackageNotFoundError:
-            continue
-    try:
-        info["load_average_at_end"] = os.getloadavg()
-    except OSError:
-        pass
-    return info
 
 
 def markdown_table(results: dict) -> str:

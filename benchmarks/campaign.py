@@ -23,8 +23,12 @@ What is done is read from the records alone:
         --markdown docs/bleu_results.md --plot docs/bleu_by_length.png
 
 `run` starts no run after --hours have passed (runs in progress finish; Ctrl-C stops them, and the finished ones
-keep their records; a stopped run resumes from its last checkpoint next time). `gather` is bleu.py --no-train over
-the records: it needs neither the work directory nor a checkpoint.
+keep their records; a stopped run resumes from its last checkpoint next time). With --finish-within it starts only
+runs that its estimate says end in time (a cluster job's limit, a session's end), and a shorter run of a later unit
+may go first; the estimate per pair is the longest of the pair's RECENT_RUNS latest whole runs recorded on this
+kind of machine (its CPU model and cores, its GPU), recent because machines of one kind still differ in speed (the
+2026-12 campaign's real-pair runs took 17-27 min on one 2-core AMD EPYC machine, 24-48 on another). `gather` is
+bleu.py --no-train over the records: it needs neither the work directory nor a checkpoint.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
@@ -44,6 +48,7 @@ import run_records  # noqa: E402
 BLEU = Path(__file__).resolve().parent / "bleu.py"
 CAMPAIGN_FILE = "campaign.json"
 POLL_SECONDS = 1.0  # how often `run` looks for finished runs
+RECENT_RUNS = 3  # the latest whole runs of a pair that estimate its next one
 
 
 class CampaignError(ValueError):
@@ -134,6 +139,33 @@ def status_lines(c: Campaign) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """Wall minutes of one pair's run and of making its data replica, from the pair's recorded runs."""
+    run: float
+    replica: float
+    runs: int  # the records it comes from
+
+
+def estimates(records: Path, pairs: Sequence[str], kind: tuple) -> dict[str, Estimate]:
+    """Per pair with a whole run recorded on this kind of machine: the longest of its RECENT_RUNS latest ones
+    (run_records.run_minutes) and the longest recorded making of its replica."""
+    out = {}
+    for pair in pairs:
+        recent = []
+        for key in run_records.list_records(records, pair):
+            record = run_records.read_record(records, key)
+            provenance = record.get("provenance", {})
+            if (not record["train"].get("resumed_from_checkpoint", False)
+                    and run_records.machine_kind(provenance.get("machine", {})) == kind):
+                recent.append((str(provenance.get("date", "")), record))
+        recent = [r for _, r in sorted(recent, key=lambda x: x[0])[-RECENT_RUNS:]]
+        if recent:
+            out[pair] = Estimate(max(map(run_records.run_minutes, recent)),
+                                 max(map(run_records.replica_minutes, recent)), len(recent))
+    return out
+
+
 def unit_args(bleu_args: Sequence[str], systems: Sequence[str]) -> list[str]:
     """bleu_args without the --compare A:B pairs that name a system this invocation does not train: bleu.py
     refuses those, and `gather` tests them over the records of every unit."""
@@ -171,15 +203,18 @@ class Job:
         return f"{self.unit.pair} seed {self.unit.seed} {self.system or 'data replica'}"
 
 
-def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job]) -> Job | None:
-    """The first pending run whose unit's data replica is ready; else that unit's preparation, unless one is in
-    progress (preparations run one at a time: the replicas of ja-en and en-ja share one alignment, and two
-    eflomal runs writing it at once would give the two directions different alignments); else None."""
+def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job],
+             fits: Callable[[Job], bool] = lambda job: True) -> Job | None:
+    """The first pending run that fits whose unit's data replica is ready; else that unit's preparation, unless
+    one is in progress (preparations run one at a time: the replicas of ja-en and en-ja share one alignment, and
+    two eflomal runs writing it at once would give the two directions different alignments); else None. A
+    preparation fits when it and its unit's run would both finish in time."""
     preparing = next((j.unit for j in running if j.system is None), None)
     for job in pending:
         if job.unit in prepared:
-            return job
-        if preparing is None:
+            if fits(job):
+                return job
+        elif preparing is None and fits(Job(job.unit, None)):
             return Job(job.unit, None)
     return None
 
@@ -220,10 +255,29 @@ def reap(running: dict[subprocess.Popen, tuple[Job, Path, float]], prepared: set
     return failed
 
 
-def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU) -> int:
+def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
+             finish_within: float = float("inf")) -> int:
     """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
-    the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs."""
+    the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs.
+    No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours."""
     deadline = time.time() + hours * 3600
+    finish_by = time.time() + finish_within * 3600
+    kind = run_records.machine_kind(run_records.machine_info()) if finish_within != float("inf") else None
+
+    known: dict[int, dict[str, Estimate]] = {}  # by the number of records: a finished run adds one
+
+    def fits(job: Job) -> bool:
+        if kind is None:
+            return True
+        count = len(list(c.directory.glob("*/*/record.json")))
+        if count not in known:
+            known.clear()
+            known[count] = estimates(c.directory, c.pairs, kind)
+        estimate = known[count].get(job.unit.pair)
+        if estimate is None:  # nothing recorded on this kind of machine yet: the run's length is unknown
+            return True
+        minutes = estimate.run + (estimate.replica if job.system is None else 0.0)
+        return time.time() + minutes * 60 <= finish_by
     pending = [Job(u, s) for u in c.units for s in u.missing(c.directory)]
     prepared: set[Unit] = set()
     running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
@@ -238,7 +292,7 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU)
                     print(f"--hours {hours} have passed: no further run started", file=sys.stderr)
                     pending.clear()
                     break
-                job = next_job(pending, prepared, [j for j, _, _ in running.values()])
+                job = next_job(pending, prepared, [j for j, _, _ in running.values()], fits)
                 if job is None:
                     break
                 systems = [job.system] if job.system else [j.system for j in pending if j.unit == job.unit]
@@ -263,6 +317,11 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU)
         return 130
     if failed:
         return failed
+    if pending and kind is not None:
+        left = estimates(c.directory, sorted({j.unit.pair for j in pending}), kind)
+        print(f"{len(pending)} runs not started: none would end within --finish-within {finish_within} h "
+              f"(estimates from the latest runs recorded on this kind of machine: "
+              + ", ".join(f"{pair} {e.run:.0f} min" for pair, e in left.items()) + ")", file=sys.stderr)
     print("\n".join(status_lines(c)))
     return 0
 
@@ -282,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             s.add_argument("--work", required=True, help="bleu.py's work directory (data, checkpoints)")
             s.add_argument("--hours", type=float, default=float("inf"), help="start no run after this long")
+            s.add_argument("--finish-within", type=float, default=float("inf"), metavar="HOURS",
+                           help="start only runs estimated (from the latest recorded runs of their pair on this "
+                                "kind of machine) to end within this long: a cluster job's time limit")
             s.add_argument("--jobs", type=int, default=1, help="runs at a time, across units (one core each)")
             s.add_argument("--bleu", type=Path, default=BLEU,
                            help="the bleu.py to run (default: the one beside this file); a campaign pinned to a "
@@ -299,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CampaignError("--jobs must be at least 1")
             if not args.bleu.is_file():
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
-            return run_jobs(c, args.work, args.hours, args.jobs, args.bleu)
+            return run_jobs(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within)
         return subprocess.run(gather_command(c, rest)).returncode
     except (CampaignError, run_records.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)

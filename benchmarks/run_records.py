@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,3 +166,54 @@ def list_records(records: Path, pair: str) -> list[RunKey]:
         if m:
             keys.append(RunKey(pair, m["system"], int(m["seed"])))
     return sorted(keys, key=lambda k: (k.system, k.seed))
+
+
+def machine_info() -> dict:
+    """The machine a run was made on, for its record's provenance."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+    info = {"nproc": len(os.sched_getaffinity(0)), "cpu_model": cpu, "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    from importlib import metadata
+    for dist in ("ve-fairseq", "fairseq"):  # importing fairseq here would reconfigure the root logger
+        try:
+            info["fairseq"] = f"{dist} {metadata.version(dist)}"
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        info["load_average_at_end"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def machine_kind(info: dict) -> tuple:
+    """What sets how long a run takes on a machine: its CPU model and cores, and its GPU if it has one."""
+    return info.get("cpu_model"), info.get("nproc"), info.get("gpu") if info.get("cuda") else None
+
+
+def run_minutes(record: dict) -> float:
+    """A run's wall minutes as its record tells them: training plus the translations and attention extractions
+    that scored it (on the 2-core machine of the 2026-12 campaign within half a minute of the scheduler's own
+    timing); the preparation of its data replica is not included."""
+    evaluation = sum(float(f.get("generate_seconds") or f.get("seconds") or 0.0)
+                     for f in record["files"].values() if isinstance(f, dict))
+    return (float(record["train"].get("seconds") or 0.0) + evaluation) / 60
+
+
+def replica_minutes(record: dict) -> float:
+    """The wall minutes that making the run's data replica took (alignment and every preparation step), as
+    recorded in its provenance; 0 when the record does not say."""
+    data = record.get("provenance", {}).get("data", {})
+    return (float(data.get("align_seconds", 0.0)) + sum(map(float, data.get("prep_step_seconds", {}).values()))) / 60

@@ -213,3 +213,67 @@ def test_a_compare_pair_goes_only_to_units_that_train_both_systems():
         "--max-update", "9", "--compare", "rope:input", "--contrast", "all"]
     assert campaign.unit_args(args, ["input", "input-sum"]) == [
         "--max-update", "9", "--compare", "input:input-sum", "--contrast", "all"]
+
+
+HERE = {"cpu_model": "EPYC test", "nproc": 2, "cuda": False}  # the machine the scheduler runs on, in these tests
+
+
+def record_run(records: Path, pair: str, system: str, seed: int, train: dict, machine: dict, date: str,
+               files: dict | None = None, data: dict | None = None) -> None:
+    run = records.parent / "runs" / pair / f"{system}.seed{seed}"
+    (run / "hyp").mkdir(parents=True, exist_ok=True)
+    (run / "train.json").write_text(json.dumps(train))
+    for name, content in (files or {}).items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text(json.dumps(content))
+    run_records.export_run(run, records, run_records.RunKey(pair, system, seed), "tag",
+                           {"machine": machine, "date": date, "data": data or {}})
+
+
+def test_a_run_lasts_its_training_and_evaluations_and_a_replica_its_preparation(tmp_path):
+    record_run(tmp_path / "camp", "ja-en", "rope", 1, {"seconds": 1200.0}, HERE, "2026-12-04 06:00:00 +0000",
+               files={"scores/test.json": {"generate_seconds": 30.0}, "scores/valid.json": {"generate_seconds": None},
+                      "attention/test.layer-1.json": {"seconds": 30.0}},
+               data={"align_seconds": 30.0, "prep_step_seconds": {"train-reorderer": 60.0, "data-bin": 30.0}})
+    record = run_records.read_record(tmp_path / "camp", run_records.RunKey("ja-en", "rope", 1))
+    assert run_records.run_minutes(record) == pytest.approx(21.0)
+    assert run_records.replica_minutes(record) == pytest.approx(2.0)
+
+
+def test_the_estimate_is_the_longest_of_the_latest_whole_runs_on_this_kind_of_machine(tmp_path):
+    records = tmp_path / "camp"
+    minutes = {"vanilla": 48, "input": 20, "head": 18, "rope": 22, "rope-monotone": 19}
+    for day, system in enumerate(minutes):  # vanilla oldest (a slower machine of the same kind), then the rest
+        record_run(records, "ja-en", system, 1, {"seconds": minutes[system] * 60}, HERE,
+                   f"2026-12-0{day + 1} 10:00:00 +0000")
+    record_run(records, "ja-en", "input-sum", 1, {"seconds": 300, "resumed_from_checkpoint": True}, HERE,
+               "2026-12-09 10:00:00 +0000")  # resumed: its seconds are only the part after the resumption
+    record_run(records, "ja-en", "input-random", 1, {"seconds": 120}, {**HERE, "cuda": True, "gpu": "H200"},
+               "2026-12-09 10:00:00 +0000")  # another kind of machine
+    got = campaign.estimates(records, ["ja-en", "en-de"], run_records.machine_kind(HERE))
+    assert got["ja-en"].run == pytest.approx(22.0) and got["ja-en"].runs == campaign.RECENT_RUNS
+    assert "en-de" not in got  # nothing recorded: no estimate
+    gpu = campaign.estimates(records, ["ja-en"], run_records.machine_kind({**HERE, "cuda": True, "gpu": "H200"}))
+    assert gpu["ja-en"].run == pytest.approx(2.0)
+
+
+def test_finish_within_starts_only_the_runs_that_end_in_time(fake_bleu, monkeypatch, capsys):
+    root, bleu = fake_bleu
+    monkeypatch.setattr(run_records, "machine_info", lambda: dict(HERE))
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input"]},
+                                       {"pair": "synth", "seed": 1, "systems": ["vanilla", "input"]},
+                                       {"pair": "en-de", "seed": 1, "systems": ["vanilla"]}])
+    record_run(c, "ja-en", "vanilla", 1, {"seconds": 30 * 60}, HERE, "2026-12-04 06:00:00 +0000")
+    record_run(c, "synth", "vanilla", 1, {"seconds": 10 * 60}, HERE, "2026-12-04 06:00:00 +0000",
+               data={"align_seconds": 60.0})
+    record_run(c, "en-de", "rope", 1, {"seconds": 60}, {**HERE, "cpu_model": "other"}, "2026-12-04 06:00:00 +0000")
+    args = ["run", str(c), "--work", str(root / "work"), *bleu]
+    assert campaign.main(args + ["--finish-within", "0.25"]) == 0
+    # ja-en's 30 min do not fit in 15; synth's 10 (and 1 to make its replica) do, though its unit comes later;
+    # en-de has no run recorded on this kind of machine, so its length is unknown and it runs
+    assert [what(a) for a in calls(root / "work")] == [("synth", "input", "prepare"), ("synth", "input", "train"),
+                                                       ("en-de", "vanilla", "prepare"), ("en-de", "vanilla", "train")]
+    err = capsys.readouterr().err
+    assert "1 runs not started: none would end within --finish-within 0.25 h" in err and "ja-en 30 min" in err
+    assert campaign.main(args + ["--finish-within", "0.6"]) == 0
+    assert what(calls(root / "work")[-1]) == ("ja-en", "input", "train")
