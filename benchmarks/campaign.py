@@ -292,6 +292,8 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
                     print(f"--hours {hours} have passed: no further run started", file=sys.stderr)
                     pending.clear()
                     break
+                # a run that another scheduler recorded meanwhile (one campaign, several cluster jobs) is done
+                pending = [j for j in pending if j.system in j.unit.missing(c.directory)]
                 job = next_job(pending, prepared, [j for j, _, _ in running.values()], fits)
                 if job is None:
                     break

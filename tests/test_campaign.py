@@ -277,3 +277,19 @@ def test_finish_within_starts_only_the_runs_that_end_in_time(fake_bleu, monkeypa
     assert "1 runs not started: none would end within --finish-within 0.25 h" in err and "ja-en 30 min" in err
     assert campaign.main(args + ["--finish-within", "0.6"]) == 0
     assert what(calls(root / "work")[-1]) == ("ja-en", "input", "train")
+
+
+def test_a_run_that_another_scheduler_recorded_meanwhile_is_not_started(fake_bleu, monkeypatch):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input"]}])
+    start = campaign.start_locked
+
+    def start_while_another_records_input(cmd, log):
+        if not run_records.has_record(c, run_records.RunKey("ja-en", "input", 1)):
+            record_run(c, "ja-en", "input", 1, {"seconds": 60}, HERE, "2026-12-04 06:00:00 +0000")
+        return start(cmd, log)
+
+    monkeypatch.setattr(campaign, "start_locked", start_while_another_records_input)
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 0
+    assert [what(a) for a in calls(root / "work")] == [("ja-en", "vanilla,input", "prepare"),
+                                                       ("ja-en", "vanilla", "train")]
