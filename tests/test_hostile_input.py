@@ -293,20 +293,30 @@ def test_temporaries_of_dead_runs_are_removed_by_the_next_run_and_live_ones_kept
     assert (work / "o").read_text() == (work / "test.order").read_text()
 
 
+def proc_stat(pid: int) -> tuple[str, str, int] | None:
+    """(command name, state, parent pid) of a live process from /proc, or None once it is gone: a process can end
+    between listing /proc and reading its stat, so every read here must tolerate that."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+        return comm, state, int(ppid)
+    except (OSError, ValueError):
+        return None
+
+
 def eflomal_children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError):
-            continue
-        if comm == "eflomal" and ppid == pid:
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) and stat[0] == "eflomal" and stat[2] == pid:
             found.append(int(entry.name))
     return found
+
+
+def eflomal_alive(pid: int) -> bool:
+    """A zombie (state Z) has already died; only its reaper has not yet collected it."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] == "eflomal" and stat[1] != "Z"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
@@ -325,8 +335,7 @@ def test_sigkilled_align_leaves_no_orphan_and_its_temporaries_go_with_the_next_r
     assert children, "align finished before eflomal could be seen"
     proc.kill()
     proc.wait()
-    wait_for(lambda: not any(Path(f"/proc/{c}").exists() and "eflomal" in Path(f"/proc/{c}/stat").read_text()
-                             for c in children), timeout=10, what="eflomal to die with its parent")
+    wait_for(lambda: not any(eflomal_alive(c) for c in children), timeout=10, what="eflomal to die with its parent")
     assert not (work / "a.align").exists()
     left = [p.name for p in tmp.iterdir()]
     assert left and all(name.startswith("xlpos-align-") for name in left), left  # eflomal's files are inside
