@@ -52,6 +52,14 @@ def subprocess_env() -> dict:
     return env
 
 
+# For fairseq-train runs of a few updates in a subprocess. fairseq prefetches batches in a daemon thread
+# (BufferedIterator); a run that ends a few batches into an epoch exits while that thread may be inside a torch op
+# that released the GIL, and Python 3.11's finalization then ends the thread through a C++ noexcept frame: the
+# process aborts ("terminate called without an active exception", exit -6) after training and saving. Seen in CI on
+# a loaded 2-core machine; runs of real length have their buffer full long before they end.
+NO_PREFETCH_THREAD = ["--data-buffer-size", "0"]
+
+
 def run_cli(args: list[str], cwd: Path | None = None, stdin: str | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
     """Run a CLI; on failure, fail the test with the end of its output."""
@@ -129,7 +137,7 @@ def tiny_model_args(corpus: TinyCorpus, save_dir: Path, max_update: int, tensorb
         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "600", "--max-update", str(max_update),
-        "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "1",
+        "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "1", *NO_PREFETCH_THREAD,
         "--save-dir", str(save_dir), "--tensorboard-logdir", str(tensorboard_dir),
         # BLEU validation puts numpy arrays into the checkpoint's metrics state: the allowlist must cover them.
         "--eval-bleu", "--eval-bleu-detok", "space", "--eval-bleu-args", '{"beam": 1, "max_len_a": 1, "max_len_b": 2}',
@@ -281,7 +289,7 @@ def pipeline_model(pipeline_corpus, tmp_path_factory) -> PipelineModel:
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1000", "--max-update", "80",
         "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "5", "--no-epoch-checkpoints",
-        "--save-dir", str(save_dir)], timeout=300)
+        *NO_PREFETCH_THREAD, "--save-dir", str(save_dir)], timeout=300)
     shutil.rmtree(given)
     return PipelineModel(pipeline_corpus, save_dir, proc.stdout + proc.stderr)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PLUGIN_DIR, cli, run_cli, subprocess_env
+from conftest import NO_PREFETCH_THREAD, PLUGIN_DIR, cli, run_cli, subprocess_env
 
 WORLD_SIZE = 2
 
@@ -32,7 +32,7 @@ def tiny_args(data_bin: Path, save_dir: Path, max_update: int, mode: str) -> lis
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "300", "--max-update", str(max_update),
         "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "1", "--disable-validation",
-        "--save-dir", str(save_dir), "--no-epoch-checkpoints",
+        "--save-dir", str(save_dir), "--no-epoch-checkpoints", *NO_PREFETCH_THREAD,
     ]
 
 

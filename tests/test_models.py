@@ -372,7 +372,7 @@ def test_invalid_options_are_rejected():
 def test_options_survive_fairseq_train_and_checkpoint_loading(tiny_corpus, tmp_path):
     """Real fairseq-train run, then the checkpoint loaded the way fairseq-generate loads it: the rebuilt model
     has the trained XL layout (not the defaults) and generates from the task's file-based XL positions."""
-    from conftest import PLUGIN_DIR, cli, run_cli
+    from conftest import NO_PREFETCH_THREAD, PLUGIN_DIR, cli, run_cli
     from fairseq import checkpoint_utils
 
     save_dir = tmp_path / "checkpoints"
@@ -384,7 +384,7 @@ def test_options_survive_fairseq_train_and_checkpoint_loading(tiny_corpus, tmp_p
         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
         "--decoder-attention-heads", "2", "--share-all-embeddings", "--optimizer", "adam", "--lr", "0.005",
         "--max-tokens", "600", "--max-update", "2", "--cpu", "--seed", "1", "--no-progress-bar",
-        "--disable-validation", "--save-dir", str(save_dir),
+        "--disable-validation", "--save-dir", str(save_dir), *NO_PREFETCH_THREAD,
     ])
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(save_dir / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_corpus.data_bin)})
