@@ -11,9 +11,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import fcntl
+import fnmatch
+import hashlib
+import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -21,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
@@ -172,8 +178,17 @@ def private_temp_dir(tag: str) -> Iterator[str]:
 
 # -------------------------------------------------------------------------------------------------------------
 # Step completion: the one rule of the pipeline (pipeline.Steps, `xlpos-prep step` for the recipes' own commands)
+#
+# A step is done only while its outputs are what its inputs and settings made. OUTPUT.done, written (atomically)
+# after the outputs, holds the step's record: its settings, and the identity of every input and output when it
+# completed (size and modification time; the content hash of files up to HASH_LIMIT, so that a copy with new
+# times is still recognised). A deleted, truncated or changed output, a changed input or setting makes the step
+# not done. Paths are recorded relative to the marker, so a work directory moved as a whole keeps its records.
 
 DONE_SUFFIX = ".done"
+RECORD_FORMAT = 1
+HASH_LIMIT = 16 << 20     # files up to this size are hashed when a step completes (never a multi-GB corpus)
+TREE_LIMIT = 20_000       # a directory of more files is not followed (its changes are not seen)
 
 
 def done_marker(output: str | os.PathLike) -> str:
@@ -181,9 +196,255 @@ def done_marker(output: str | os.PathLike) -> str:
     return os.fspath(output) + DONE_SUFFIX
 
 
-def step_done(outputs: Sequence[str | os.PathLike]) -> bool:
-    """True when every output exists and has its completion marker: an output alone may be a killed run's."""
-    return bool(outputs) and all(os.path.exists(o) and os.path.exists(done_marker(o)) for o in outputs)
+_hashes: dict[tuple, str] = {}
+
+
+def _file_hash(path: str, st: os.stat_result) -> str:
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _hashes:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _hashes[key] = digest.hexdigest()
+    return _hashes[key]
+
+
+def _skipped(name: str, directory: str, ignore: Sequence[str]) -> bool:
+    """Entries of a directory that are not part of its identity: hidden ones (temporaries, locks), markers,
+    temporaries, the outputs of other steps (they have their own marker) and the step's own `ignore` globs."""
+    return (name.startswith(".") or name.endswith(DONE_SUFFIX) or name.endswith(".tmp")
+            or os.path.exists(os.path.join(directory, name + DONE_SUFFIX))
+            or any(fnmatch.fnmatch(name, pattern) for pattern in ignore))
+
+
+def _tree(root: str, ignore: Sequence[str]) -> dict:
+    files: dict[str, list[int]] = {}
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _skipped(d, directory, ignore))
+        for name in names:
+            if _skipped(name, directory, ignore):
+                continue
+            path = os.path.join(directory, name)
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(path)
+                files[os.path.relpath(path, root)] = [st.st_size, st.st_mtime_ns]
+            if len(files) > TREE_LIMIT:
+                return {"entries": "many"}  # (not followed: "/" named in a command must not walk the disk)
+    return {"files": files}
+
+
+def path_identity(path: str | os.PathLike, ignore: Sequence[str] = ()) -> dict | None:
+    """What a step records of a file (size, modification time, content hash up to HASH_LIMIT) or a directory (the
+    size and time of each file in it, see _skipped); None when it does not exist."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return _tree(path, ignore)
+    found: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if stat.S_ISREG(st.st_mode) and st.st_size <= HASH_LIMIT:
+        found["sha256"] = _file_hash(path, st)
+    return found
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= 10 * scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def identity_change(path: str | os.PathLike, recorded: dict | None, ignore: Sequence[str] = ()) -> str | None:
+    """How `path` differs from its recorded identity, in a few words ('missing', '3 bytes, not 1.2 MiB', ...);
+    None when it is the same."""
+    path = os.fspath(path)
+    if recorded is None:
+        return None if not os.path.exists(path) else "new"
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    if "files" in recorded or "entries" in recorded:
+        if not stat.S_ISDIR(st.st_mode):
+            return "no longer a directory"
+        return _tree_change(_tree(path, ignore), recorded)
+    if stat.S_ISDIR(st.st_mode):
+        return "now a directory"
+    if st.st_size != recorded["size"]:
+        return f"{_size_text(st.st_size)}, not {_size_text(recorded['size'])}"
+    if st.st_mtime_ns == recorded["mtime_ns"]:
+        return None
+    if "sha256" not in recorded or not stat.S_ISREG(st.st_mode):
+        return "modified"
+    return None if _file_hash(path, st) == recorded["sha256"] else "same size, other contents"
+
+
+def _tree_change(now: dict, recorded: dict) -> str | None:
+    if "entries" in recorded or "entries" in now:
+        return None if "entries" in recorded and "entries" in now else "many more or fewer files"
+    old, new = recorded["files"], now["files"]
+    if not new and old:
+        return "empty"
+    missing = sorted(set(old) - set(new))
+    if missing:
+        return f"{missing[0]} missing" + (f", and {len(missing) - 1} more files" if len(missing) > 1 else "")
+    for name in sorted(old):
+        if new[name][0] != old[name][0]:
+            return f"{name}: {_size_text(new[name][0])}, not {_size_text(old[name][0])}"
+        if new[name][1] != old[name][1]:
+            return f"{name} modified"
+    added = sorted(set(new) - set(old))
+    return f"new file {added[0]}" if added else None
+
+
+@dataclass(frozen=True)
+class StepState:
+    """Whether a step is done (check_step). `reason`: why not, when an earlier run completed it with other inputs,
+    settings or outputs (None: it never completed). `leftover`: some output of an earlier run exists (rerunning
+    replaces it). `upgrade`: done, but its record is older or less complete than this version writes."""
+
+    done: bool
+    reason: str | None = None
+    leftover: bool = False
+    upgrade: bool = False
+
+
+def _read_record(marker: str) -> dict | None:
+    """The record of a marker; None for a marker of an older xlpos (empty, or the step's name)."""
+    try:
+        with open(marker, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        return None
+    if not text.startswith("{"):
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("format") == RECORD_FORMAT else None
+
+
+def _absolute(recorded: dict, marker: str) -> dict:
+    base = os.path.dirname(os.path.abspath(marker))
+    return {os.path.normpath(os.path.join(base, k)): v for k, v in recorded.items()}
+
+
+def _relative(paths: dict, marker: str) -> dict:
+    base = os.path.dirname(os.path.abspath(marker))
+    return {os.path.relpath(k, base): v for k, v in paths.items()}
+
+
+def _nonempty(path: str, ignore: Sequence[str]) -> bool:
+    found = path_identity(path, ignore)
+    return found is not None and (bool(found.get("files")) or "entries" in found or found.get("size", 0) > 0)
+
+
+def settings_change(recorded: Any, now: Any) -> str | None:
+    """The first difference between recorded settings and today's, in a few words; None when equal."""
+    if recorded == now:
+        return None
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        for key in sorted(set(recorded) | set(now), key=str):
+            if recorded.get(key) != now.get(key):
+                if isinstance(recorded.get(key), list) and isinstance(now.get(key), list):
+                    return f"{key}: {_list_change(recorded[key], now[key])}"
+                return f"{key}: {_short(recorded.get(key))}, now {_short(now.get(key))}"
+    return f"{_short(recorded)}, now {_short(now)}"
+
+
+def _list_change(old: list, new: list) -> str:
+    k = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    window = slice(max(0, k - 2), k + 3)
+    return f"... {' '.join(map(str, old[window]))} ..., now ... {' '.join(map(str, new[window]))} ..."
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _normalized(settings: Any) -> Any:
+    return None if settings is None else json.loads(json.dumps(settings))
+
+
+def check_step(outputs: Sequence[str | os.PathLike], inputs: Sequence[str | os.PathLike] | None = None,
+               settings: Any = None, ignore: Sequence[str] = ()) -> StepState:
+    """Whether the step making `outputs` from `inputs` with `settings` (JSON) is done: every output has a marker
+    whose record matches its outputs as they are now and, where given, these inputs and settings. An input that
+    no longer exists is not a difference (the step could not be redone without it), nor one that did not exist
+    when the step ran. `ignore`: globs of names
+    inside directory outputs that are not part of them (a log). A marker of an older xlpos (no record) counts as
+    done when every output exists and is not empty (StepState.upgrade: write its record)."""
+    outputs = [os.fspath(o) for o in outputs]
+    if not outputs:
+        return StepState(False)
+
+    def not_done(reason: str | None) -> StepState:
+        return StepState(False, reason, any(_nonempty(o, ignore) for o in outputs))
+
+    upgrade = False
+    for output in outputs:
+        marker = done_marker(output)
+        if not os.path.exists(marker):
+            return not_done(None)
+        record = _read_record(marker)
+        if record is None:  # an older xlpos's marker: nothing recorded to compare
+            if not all(_nonempty(o, ignore) for o in outputs):
+                return not_done(f"{output} is missing or empty")
+            upgrade = True
+            continue
+        reason = _record_change(record, marker, output, inputs, settings, ignore)
+        if reason is not None:
+            return not_done(reason)
+        upgrade = upgrade or (settings is not None and record.get("settings") is None) or (
+            inputs is not None and record.get("inputs") is None)
+    return StepState(True, upgrade=upgrade)
+
+
+def _record_change(record: dict, marker: str, output: str, inputs: Sequence[str | os.PathLike] | None,
+                   settings: Any, ignore: Sequence[str]) -> str | None:
+    recorded_outputs = _absolute(record.get("outputs") or {}, marker)
+    key = os.path.abspath(output)
+    if key not in recorded_outputs:
+        return f"{output}.done records another step ({record.get('step')})"
+    change = identity_change(output, recorded_outputs[key], ignore)
+    if change is not None:
+        return f"{output} changed since the step completed ({change})"
+    if settings is not None and record.get("settings") is not None:
+        change = settings_change(record["settings"], _normalized(settings))
+        if change is not None:
+            return f"settings changed ({change})"
+    if inputs is not None and record.get("inputs") is not None:
+        recorded_inputs = _absolute(record["inputs"], marker)
+        given = [os.fspath(p) for p in inputs]
+        for path in given:
+            old = recorded_inputs.get(os.path.abspath(path))
+            if old is None:  # it did not exist when the step ran (so it was not read), or the step wrote it
+                continue
+            change = identity_change(path, old)
+            if change is not None and change != "missing":
+                return f"its input {path} changed ({change})"
+        wanted = {os.path.abspath(p) for p in given}
+        for path in recorded_inputs:
+            if path not in wanted and os.path.exists(path):
+                return f"{os.path.relpath(path)} is no longer an input"
+    return None
+
+
+def step_done(outputs: Sequence[str | os.PathLike], inputs: Sequence[str | os.PathLike] | None = None,
+              settings: Any = None) -> bool:
+    """True when the step making `outputs` is done (check_step): every output has its completion marker and is
+    what the step made; where given, from these inputs and settings. An output alone may be a killed run's."""
+    return check_step(outputs, inputs, settings).done
+
+
+def input_identities(inputs: Sequence[str | os.PathLike]) -> dict[str, dict | None]:
+    """The identity of each input now (absolute path -> path_identity): taken before a step runs, recorded after."""
+    return {os.path.abspath(p): path_identity(p) for p in inputs}
 
 
 def start_step(outputs: Sequence[str | os.PathLike]) -> None:
@@ -193,14 +454,110 @@ def start_step(outputs: Sequence[str | os.PathLike]) -> None:
             os.unlink(done_marker(o))
 
 
-def finish_step(outputs: Sequence[str | os.PathLike], step: str) -> None:
-    """Mark every output complete; called only after the step returned successfully."""
+def finish_step(outputs: Sequence[str | os.PathLike], step: str, inputs: Sequence[str | os.PathLike] | None = None,
+                settings: Any = None, before: dict[str, dict | None] | None = None,
+                ignore: Sequence[str] = ()) -> None:
+    """Mark every output complete, recording the step's settings, its inputs' identity (`before`: as they were
+    when it started, input_identities; else now) and its outputs'; called only after the step returned
+    successfully (only the identities of `inputs` are kept from `before`). Each marker is written atomically: a full
+    disk leaves no marker, never an empty one."""
     missing = [os.fspath(o) for o in outputs if not os.path.exists(o)]
     if missing:
         raise InputError(missing[0], None, f"step {step} finished without writing this output")
+    if inputs is not None:
+        wanted = {os.path.abspath(p) for p in inputs}
+        before = input_identities(inputs) if before is None else {k: v for k, v in before.items() if k in wanted}
+    made = {os.path.abspath(o): path_identity(o, ignore) for o in outputs}
     for o in outputs:
-        with open(done_marker(o), "w", encoding="utf-8") as f:
-            f.write(f"{step}\n")
+        marker = done_marker(o)
+        record = {"format": RECORD_FORMAT, "step": step, "settings": _normalized(settings),
+                  "inputs": None if before is None else _relative(before, marker), "outputs": _relative(made, marker)}
+        with atomic_output(marker) as f:
+            json.dump(record, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+
+
+def command_record(command: Sequence[str], outputs: Sequence[str | os.PathLike]) -> tuple[list[str], list[str]]:
+    """(the command as a step records it, its inputs) for a step that runs `command` to make `outputs` (`xlpos-prep
+    step`): the inputs are the words (or --option=VALUE values) naming an existing file or directory other than
+    the program and the outputs; in the recorded command, every word that names a path is written relative to
+    the first output's directory, so that a work directory moved as a whole keeps its records."""
+    base = os.path.dirname(os.path.abspath(outputs[0]))
+    made = {os.path.abspath(o) for o in outputs}
+    recorded, inputs = [], []
+    for k, word in enumerate(command):
+        prefix, value = (word.split("=", 1)[0] + "=", word.split("=", 1)[1]) if word.startswith("-") and "=" in word \
+            else ("", word)
+        if not value or "://" in value or not (os.path.isabs(value) or "/" in value or os.path.exists(value)):
+            recorded.append(word)
+            continue
+        recorded.append(prefix + "@" + os.path.relpath(os.path.abspath(value), base))
+        if k > 0 and os.path.abspath(value) not in made and (os.path.isfile(value) or os.path.isdir(value)):
+            inputs.append(value)
+    return recorded, inputs
+
+
+# -------------------------------------------------------------------------------------------------------------
+# One run per directory
+
+LOCK_NAME = ".xlpos.lock"
+_held_locks: dict[str, int] = {}
+
+
+def _lock_holder(path: str) -> str:
+    for _ in range(20):  # the holder writes its pid right after taking the lock
+        with contextlib.suppress(OSError):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read().strip()
+            if text:
+                pid, _, command = text.partition(" ")
+                return f"pid {pid}" + (f": {command}" if command else "")
+        time.sleep(0.05)
+    return "pid unknown"
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | os.PathLike) -> Iterator[None]:
+    """Hold DIRECTORY/.xlpos.lock (an exclusive fcntl lock, made if needed) while the block runs: one run per work
+    directory (prepare), save directory (train) or output directory (translate, step). A second run meets it with
+    one line naming the holder's pid. The lock goes with its process, so a killed run's file is simply taken
+    over; the file is removed when the block ends. Re-entrant within a process."""
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, LOCK_NAME)
+    key = os.path.realpath(path)
+    if key in _held_locks:
+        _held_locks[key] += 1
+        try:
+            yield
+        finally:
+            _held_locks[key] -= 1
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(directory, None, f"in use by another run ({_lock_holder(path)}); wait for it to "
+                                              f"end, or stop it") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # (else the holder removed the file while we opened it: try the new one)
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {shlex.join(sys.argv)}\n".encode("utf-8", "replace"))
+        _held_locks[key] = 1
+        yield
+    finally:
+        _held_locks.pop(key, None)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # while still holding it: a run waiting on this file retries on the new one
+        os.close(fd)
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -108,13 +108,19 @@ def evaluate_orders(orders: list[list[int]], ranks: list[list[int]]) -> Reorderi
                             n_sentences=n)
 
 
-def parse_order_line(line: str, n: int, path: str, lineno: int) -> list[int]:
-    """One order line: must be a permutation of 0..n-1 (lader's output may carry extra tab-separated fields)."""
+def parse_order_line(line: str, n: int, path: str, lineno: int, reference: str | None = None) -> list[int]:
+    """One order line: must be a permutation of 0..n-1 (lader's output may carry extra tab-separated fields).
+    `reference`: the file `n` comes from; a permutation of another length then names both files, since either
+    may be the wrong one."""
     fields = line.split("\t", 1)[0].split()
     try:
         order = [int(x) for x in fields]
     except ValueError:
         raise InputError(path, lineno, "an order must be space-separated integers") from None
+    if reference is not None and len(order) != n and sorted(order) == list(range(len(order))):
+        raise InputError(path, lineno, f"orders {len(order)} words, but line {lineno} of {reference} has {n}: the "
+                                       f"two files disagree about this sentence (is one of them from another "
+                                       f"corpus or split?)")
     if len(order) != n or sorted(order) != list(range(n)):
         raise InputError(path, lineno, f"not a permutation of 0..{n - 1} (the sentence has {n} words): "
                                        f"{' '.join(fields[:20])}{' ...' if len(fields) > 20 else ''}")
@@ -124,11 +130,11 @@ def parse_order_line(line: str, n: int, path: str, lineno: int) -> list[int]:
 def read_orders(path: str, lengths: list[int], reference: str = "the reference") -> list[list[int]]:
     """An order file whose line k must be a permutation of 0..lengths[k]-1; errors name the file and line.
 
-    `reference` names the file the lengths come from, for the line-count error.
+    `reference` names the file the lengths come from, for the line-count error and a line of another length.
     """
     lines = read_lines(path)
     check_same_length(reference, len(lengths), path, len(lines))
-    return [parse_order_line(line, n, path, k) for k, (line, n) in enumerate(zip(lines, lengths), 1)]
+    return [parse_order_line(line, n, path, k, reference) for k, (line, n) in enumerate(zip(lines, lengths), 1)]
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

@@ -4,10 +4,11 @@ with binarized XL positions. The recipes run it as `xlpos-prep prepare`, benchma
 docs/pipeline.md describes every step, what it reads and writes, and the layout.
 
 Every step runs through `Steps.step`, the one implementation of the completion rule (preprocess/io.py
-step_done/start_step/finish_step): a step is skipped only when it completed, i.e. all its outputs exist and have
-their OUTPUT.done marker, written after them. So a run killed at any moment and started again gives what an
-uninterrupted run gives. `xlpos-prep step OUT... -- CMD` applies the same rule to a recipe's own commands
-(downloads, corpus preparation).
+check_step/start_step/finish_step): a step is skipped only while its outputs are what its inputs and settings made,
+as recorded in each output's OUTPUT.done, written after them. So a run killed at any moment and started again gives
+what an uninterrupted run gives, and a rerun after an input, a setting or an output changed redoes what they
+decide (or stops, naming it, before retraining a model). `xlpos-prep step OUT... -- CMD` applies the same rule to
+a recipe's own commands (downloads, corpus preparation).
 
 Each step runs its `xlpos-prep` subcommand (or fairseq-preprocess and `xlpos-prep binarize`) as a child process:
 this module never imports fairseq or torch, and a step's log says exactly what was run.
@@ -18,19 +19,23 @@ this module never imports fairseq or torch, and a step's log says exactly what w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, declare_files, finish_step, float_option,
-                 int_option, read_lines, run_child, start_step, step_done)
+from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, check_same_length, check_step,
+                 command_record, declare_files, directory_lock, finish_step, float_option, input_identities,
+                 int_option, iter_lines, path_identity, read_lines, run_child, start_step, step_done)
 from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
@@ -72,21 +77,52 @@ class Steps:
                 json.dump(self.times, f, indent=2)
                 f.write("\n")
 
-    def step(self, name: str, outputs: Sequence[str | os.PathLike], make: Callable[[], object]) -> float | None:
-        """Run `make` to produce `outputs` unless the step completed; its wall seconds (recorded ones when
-        skipped, None when never recorded)."""
+    def step(self, name: str, outputs: Sequence[str | os.PathLike], make: Callable[[], object],
+             inputs: Sequence[str | os.PathLike] | None = None, settings: object = None,
+             expensive: bool | str = False, ignore: Sequence[str] = (),
+             verify: Callable[[], object] | None = None) -> float | None:
+        """Run `make` to produce `outputs` from `inputs` with `settings` (JSON: whatever else decides the outputs,
+        e.g. the options of the command it runs) unless that step is done (io.check_step); its wall seconds
+        (recorded ones when skipped, None when never recorded).
+
+        A step an earlier run completed with other inputs or settings, or whose outputs changed since, is redone,
+        saying why; an `expensive` step (a trained model) whose earlier outputs exist stops instead with one line
+        naming the difference (`expensive` may be the hint to give; by default: delete or move the output).
+        `verify` runs after `make` and raises when the outputs are not what the step must make (an unreadable
+        checkpoint). `ignore`: globs of names inside directory outputs that are not part of them (a log)."""
+        state = check_step(outputs, inputs, settings, ignore)
         # A time is recorded only once a step completed, so a recorded step of a work directory made before the
-        # markers existed is complete too: mark it.
-        if step_done(outputs) or (name in self.times and all(os.path.exists(p) for p in outputs)):
-            finish_step(outputs, name)
-            log(f"skip: {name}: {os.fspath(outputs[0])}{' ...' if len(outputs) > 1 else ''} (done)")
+        # markers existed is complete too.
+        before_markers = (not state.done and state.reason is None and name in self.times
+                          and all(os.path.exists(p) for p in outputs))
+        where = f"{os.fspath(outputs[0])}{' ...' if len(outputs) > 1 else ''}"
+        unrecorded = state.upgrade or before_markers  # done by an older xlpos: what it made is recorded now
+        problem = None
+        if (state.done or before_markers) and unrecorded and verify is not None:
+            try:
+                verify()
+            except ValueError as e:
+                problem = str(e)
+                log(f"redo: {name}: {problem}")
+        if (state.done or before_markers) and problem is None:
+            if unrecorded:
+                finish_step(outputs, name, inputs, settings, ignore=ignore)
+            log(f"skip: {name}: {where} (done{'; recorded now' if unrecorded else ''})")
             return self.times.get(name)
+        if state.reason is not None:
+            if expensive and state.leftover:
+                hint = expensive if isinstance(expensive, str) else "delete it or move it away to redo the step"
+                raise InputError(os.fspath(outputs[0]), None, f"{name} not redone: {state.reason}; {hint}")
+            log(f"redo: {name}: {state.reason}")
         start_step(outputs)
         if self.times.pop(name, None) is not None:
             self._save()
+        before = None if inputs is None else input_identities(inputs)  # what the outputs are made from
         t0 = time.perf_counter()
         make()
-        finish_step(outputs, name)  # an output the step did not write is an error naming it
+        if verify is not None:
+            verify()
+        finish_step(outputs, name, inputs, settings, before, ignore)  # an output not written is an error naming it
         self.times[name] = round(time.perf_counter() - t0, 2)
         self._save()
         return self.times[name]
@@ -242,9 +278,87 @@ class Prepared:
         return self.layout.spm_prefix + ".model"
 
 
+# ------------------------------------------------------------------------------------------------ input checks
+# Version of check_tokenized's rules, recorded with its step: a new rule rechecks work directories checked before.
+TOKEN_CHECKS = 1
+_invisible: re.Pattern | None = None
+
+
+def _invisible_chars() -> re.Pattern:
+    """Characters that sentencepiece's default normalization (nmt_nfkc) may remove or read as a space: control and
+    format characters (RTL marks, zero-width spaces, BOM), separators, its own '▁' and U+FFFD."""
+    global _invisible
+    if _invisible is None:
+        chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000
+                 and unicodedata.category(chr(c)) in ("Cc", "Cf", "Zs", "Zl", "Zp")] + ["\u2581", "\ufffd"]
+        _invisible = re.compile("[" + "".join(re.escape(c) for c in chars) + "]")
+    return _invisible
+
+
+def _word_problem(word: str, normalize: Callable[[str], str] | None) -> str | None:
+    """Why sentencepiece would not see `word` as one word, or None."""
+    if normalize is not None:
+        parts = normalize(word).replace("\u2581", " ").split()
+    else:  # (sentencepiece without its normalizer API: the characters it removes, dropped)
+        parts = _invisible_chars().sub(" ", word).split()
+    if len(parts) == 1:
+        return None
+    names = ", ".join(sorted({f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}"
+                              for c in word if _invisible_chars().match(c)}))
+    what = "is made only of characters" if not parts else "holds characters"
+    return (f"word {word!r} {what} that sentencepiece removes or reads as spaces ({names}), so it would not be "
+            f"one word of its pieces: remove them from the corpus")
+
+
+def check_tokenized(tok: dict, splits: Sequence[str], langs: Sequence[str], out: str) -> None:
+    """Every split before any work, naming the user's file and line: the two sides have the same number of lines,
+    no line is empty, and every word stays one word through sentencepiece's normalization (what `positions`
+    checks, otherwise found only after alignment and reorderer training). Writes the line counts to `out`."""
+    normalize = None
+    with contextlib.suppress(ImportError, AttributeError, RuntimeError):
+        import sentencepiece
+        normalize = sentencepiece.SentencePieceNormalizer(rule_name="nmt_nfkc").normalize
+    suspect = _invisible_chars()
+    counts: dict = {}
+    for split in splits:
+        n = {}
+        for lang in langs:
+            path = tok[split, lang]
+            k = 0
+            for k, line in enumerate(iter_lines(path), 1):
+                words = line.split()
+                if not words:
+                    raise InputError(path, k, "empty line: every line must hold a sentence")
+                if suspect.search(line):
+                    for word in words:
+                        problem = _word_problem(word, normalize) if suspect.search(word) else None
+                        if problem:
+                            raise InputError(path, k, problem)
+            if k == 0:
+                raise InputError(path, None, "file is empty")
+            n[lang] = k
+        check_same_length(tok[split, langs[0]], n[langs[0]], tok[split, langs[1]], n[langs[1]])
+        counts[split] = n[langs[0]]
+    with atomic_output(out) as f:
+        json.dump({"lines": counts}, f, indent=2)
+        f.write("\n")
+
+
+def reorderer_settings(cfg: PrepareConfig) -> dict:
+    """What decides a reorderer trained by train_reorderer besides its training files: recorded with it."""
+    return {"seed": cfg.seed, "iterations": cfg.reorder_iterations, "loss": cfg.reorder_loss,
+            "args": list(cfg.reorder_args)}
+
+
 # ------------------------------------------------------------------------------------------------ the pipeline
 def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
-    """Run (or resume) every step for the tokenized splits at layout.tok; see the module docstring."""
+    """Run (or resume) every step for the tokenized splits at layout.tok; see the module docstring. One run per
+    work directory (the directory of layout.config) at a time: a second one stops, naming the first's pid."""
+    with directory_lock(os.path.dirname(os.path.abspath(layout.config))):
+        return _prepare(cfg, layout)
+
+
+def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
     steps = Steps(layout.times)
     align_steps = Steps(layout.align_times) if layout.align_times else steps
     s, t = cfg.src, cfg.tgt
@@ -257,6 +371,9 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
     if os.path.exists(os.path.join(layout.data_bin, "preprocess.done")) and not step_done([layout.data_bin]):
         raise InputError(layout.data_bin, None, "made by an older xlpos whose steps left no completion markers "
                          "(OUTPUT.done): delete the work directory, or move it away, and rerun")
+    steps.step("check input", [os.path.join(layout.logs, "input-check.json")], lambda: check_tokenized(
+        tok, cfg.splits, (s, t), os.path.join(layout.logs, "input-check.json")), inputs=list(tok.values()),
+        settings={"splits": list(cfg.splits), "languages": [s, t], "checks": TOKEN_CHECKS})
     _record_config(cfg, layout)
     n = {split: count_lines(tok[split, s]) for split in cfg.splits}
     n_align = min(cfg.align_lines or n["train"], n["train"])
@@ -281,7 +398,11 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                      layout.path("align_input", lang=a1), "--out", layout.align_all, "--seed", str(cfg.seed)),
             logs / "align.log", verbose=cfg.verbose)
 
-    seconds[align_name] = align_steps.step(align_name, [layout.align_all], make_alignment)
+    seconds[align_name] = align_steps.step(
+        align_name, [layout.align_all], make_alignment,
+        inputs=[tok[x, lang] for x in cfg.align_splits for lang in (a0, a1)],
+        settings={"languages": [a0, a1], "lines": counts, "seed": cfg.seed},
+        expensive=f"delete it, and {layout.reorderer} made from it, to redo the alignment")
     if count_lines(layout.align_all) != sum(counts.values()):
         raise InputError(layout.align_all, None, f"has {count_lines(layout.align_all)} lines, not the "
                          f"{sum(counts.values())} of the aligned pairs: the corpus changed since it was made; "
@@ -299,14 +420,16 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                 links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
             write_lines(layout.path("alignment", split), links)
 
-        seconds[f"alignment {split}"] = steps.step(f"alignment {split}", [layout.path("alignment", split)],
-                                                   make_split_alignment)
+        seconds[f"alignment {split}"] = steps.step(
+            f"alignment {split}", [layout.path("alignment", split)], make_split_alignment, inputs=[layout.align_all],
+            settings={"first": first, "lines": covered[split], "reversed": cfg.align_reversed})
         src = tok[split, s]
         if covered[split] < n[split]:
             src = layout.path("oracle_src", split)
             seconds[f"oracle source {split}"] = steps.step(
                 f"oracle source {split}", [src],
-                lambda split=split, src=src: write_lines(src, head_lines(tok[split, s], covered[split])))
+                lambda split=split, src=src: write_lines(src, head_lines(tok[split, s], covered[split])),
+                inputs=[tok[split, s]], settings={"lines": covered[split]})
         oracle = layout.path("oracle", split)
 
         def make_oracle(src=src, split=split, oracle=oracle) -> None:
@@ -314,7 +437,9 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                          "--attach-null", cfg.attach_null, "--workers", str(cfg.workers)),
                 logs / "oracle.log", verbose=cfg.verbose)
 
-        seconds[f"oracle {split}"] = steps.step(f"oracle {split}", [oracle], make_oracle)
+        seconds[f"oracle {split}"] = steps.step(f"oracle {split}", [oracle], make_oracle,
+                                                inputs=[src, layout.path("alignment", split)],
+                                                settings={"attach_null": cfg.attach_null})
 
     # ---- the reorderer, on the first n_reorder covered training lines
     train_src = tok["train", s] if covered["train"] == n["train"] else layout.path("oracle_src", "train")
@@ -324,7 +449,8 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
             write_lines(layout.reorderer_src, head_lines(train_src, n_reorder))
             write_lines(layout.reorderer_oracle, head_lines(train_oracle, n_reorder))
         seconds["reorderer training lines"] = steps.step(
-            "reorderer training lines", [layout.reorderer_src, layout.reorderer_oracle], make_subset)
+            "reorderer training lines", [layout.reorderer_src, layout.reorderer_oracle], make_subset,
+            inputs=[train_src, train_oracle], settings={"lines": n_reorder})
         train_src, train_oracle = layout.reorderer_src, layout.reorderer_oracle
 
     def make_reorderer() -> None:
@@ -339,7 +465,9 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                      *(["--resume"] if resume else [])),
             logs / "train-reorderer.log", verbose=cfg.verbose)
 
-    seconds["train-reorderer"] = steps.step("train-reorderer", [layout.reorderer], make_reorderer)
+    seconds["train-reorderer"] = steps.step("train-reorderer", [layout.reorderer], make_reorderer,
+                                            inputs=[train_src, train_oracle], settings=reorderer_settings(cfg),
+                                            expensive=True)
 
     # ---- the model's own orders for every split, training included: training and test then see the same kind of
     # XL positions (DESIGN.md)
@@ -349,7 +477,8 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
     for split in cfg.eval_splits:
         out = layout.path("evaluation", split)
         seconds[f"evaluate {split}"] = steps.step(f"evaluate {split}", [out], lambda split=split, out=out: (
-            evaluate_reordering(layout.path("order", split), layout.path("oracle", split), out)))
+            evaluate_reordering(layout.path("order", split), layout.path("oracle", split), out)),
+            inputs=[layout.path("order", split), layout.path("oracle", split)])
 
     # ---- joint sentencepiece, pieces and XL positions
     spm_model = layout.spm_prefix + ".model"
@@ -358,7 +487,8 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         run(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix", layout.spm_prefix,
                      "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type, "--character-coverage",
                      str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed", str(cfg.seed)),
-            logs / "spm.log", verbose=cfg.verbose)))
+            logs / "spm.log", verbose=cfg.verbose)), inputs=[tok["train", s], tok["train", t]],
+        settings={"vocab": cfg.spm_vocab, "type": cfg.spm_type, "coverage": cfg.spm_coverage, "seed": cfg.seed})
     for split in cfg.splits:
         pieces(steps, tok[split, s], tok[split, t], layout.path("order", split), spm_model,
                layout.path("xlpos", split), layout.path("pieces", split, s), layout.path("pieces", split, t),
@@ -369,14 +499,22 @@ def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         prefix = {split: layout.path("pieces", split, "").rstrip(".") for split in cfg.splits}
         seconds["data-bin"] = steps.step("data-bin", [layout.data_bin], lambda: make_data_bin(
             s, t, prefix, layout.data_bin, {split: layout.path("xlpos", split) for split in cfg.splits},
-            cfg.workers, logs / "preprocess.log", verbose=cfg.verbose))
+            cfg.workers, logs / "preprocess.log", verbose=cfg.verbose),
+            inputs=[p for split in cfg.splits for p in (f"{prefix[split]}.{s}", f"{prefix[split]}.{t}",
+                                                        layout.path("xlpos", split))],
+            settings={"languages": [s, t], "splits": list(cfg.splits)})
     return Prepared(layout, cfg, {"sentences": n, "aligned_train": n_align, "reorderer_train": n_reorder}, seconds)
 
 
+# settings that decide only steps after the reorderer (a change redoes them, see _record_config)
+LATER_SETTINGS = ("eval_splits", "spm_vocab", "spm_type", "spm_coverage", "data_bin")
+
+
 def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
-    """prepare.json holds the settings the outputs were made with; a rerun with other settings would mix outputs
-    of both, so it stops and says what differs. A work directory made before the file existed gets it, saying
-    that its oracle (if made) used lader's default attachment."""
+    """prepare.json holds the settings the outputs were made with. Each step records the settings it uses and is
+    redone when they change, but a setting the reorderer depends on stops here, naming it, while the reorderer
+    exists (retraining it is expensive, and the steps before it would be redone first). A work directory made
+    before the file existed gets it, saying that its oracle (if made) used lader's default attachment."""
     path = Path(layout.config)
     recorded = cfg.recorded()
     if path.exists():
@@ -384,12 +522,19 @@ def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
         if "note" in old and not cfg._attach_null_given:  # an oracle made before the default: kept, see below
             cfg.attach_null = recorded["attach_null"] = old["attach_null"]
         differ = [k for k in recorded if k in old and old[k] != recorded[k]]
-        if differ:
+        if not differ:
+            return
+        # Every step records its own settings and is redone when they change; a setting the reorderer depends on
+        # stops here instead while the reorderer exists, before any step before it is redone.
+        blocking = [k for k in differ if k not in LATER_SETTINGS]
+        if blocking and os.path.exists(layout.reorderer):
             raise InputError(str(path), None, "made with other settings (" + ", ".join(
-                f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in differ) + "): use another work directory, or "
-                "delete it to start over")
-        return
-    if step_done([cfg_path for cfg_path in (layout.path("oracle", "train"),)]):
+                f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in blocking) + "): use another work directory, or "
+                f"delete it to start over (or delete {layout.reorderer} to retrain the reorderer with them)")
+        log("prepare: settings changed (" + ", ".join(f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in differ)
+            + "): the steps they decide are redone")
+        recorded.pop("note", None)
+    elif step_done([layout.path("oracle", "train")], settings={"attach_null": "right"}):  # its record, if any
         recorded["attach_null"] = "right"
         recorded["note"] = "the oracle was made before prepare.json existed, with lader's default --attach-null right"
         if cfg.attach_null != "right":
@@ -408,14 +553,16 @@ def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: in
     """`xlpos-prep reorder` of one file; with shards > 1 as that many --shard jobs at once (each a step of its own,
     so a killed run redoes only unfinished shards), concatenated in order."""
     log_path = logs / "reorder.log" if logs else None
-    if shards <= 1 or step_done([out]):
+    if shards <= 1 or step_done([out], [model, src]):
         return steps.step(name, [out], lambda: run(prep_cmd("reorder", "--model", model, "--src", src, "--out", out,
-                                                            "--workers", str(workers)), log_path, verbose=verbose))
+                                                            "--workers", str(workers)), log_path, verbose=verbose),
+                          inputs=[model, src])
 
     def make() -> None:
         per_shard = -(-workers // shards)
         parts = [f"{out}.shard{i}" for i in range(shards)]
-        todo = [i for i in range(shards) if not step_done([parts[i]])]
+        before = input_identities([model, src])  # a shard of a killed run is kept only if made from these
+        todo = [i for i in range(shards) if not step_done([parts[i]], [model, src], {"shard": f"{i}/{shards}"})]
         procs = []
         for i in todo:
             start_step([parts[i]])
@@ -427,7 +574,7 @@ def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: in
         if failed:
             raise StepFailed(f"reordering {src} failed (--shard {failed[0]}/{shards})")
         for i, _ in procs:
-            finish_step([parts[i]], f"{name} shard {i}")
+            finish_step([parts[i]], f"{name} shard {i}", [model, src], {"shard": f"{i}/{shards}"}, before)
         with atomic_output(out) as f:
             for part in parts:
                 with open(part, encoding="utf-8") as p:
@@ -436,7 +583,7 @@ def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: in
             for path in (part, part + ".done"):
                 os.unlink(path)
 
-    return steps.step(name, [out], make)
+    return steps.step(name, [out], make, inputs=[model, src])
 
 
 def evaluate_reordering(order: str, oracle: str, out: str) -> None:
@@ -458,11 +605,12 @@ def pieces(steps: Steps, src: str, tgt: str | None, order: str, spm_model: str, 
     """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces."""
     seconds[f"positions {split}"] = steps.step(f"positions {split}", [xlpos, src_pieces], lambda: run(
         prep_cmd("positions", "--src", src, "--order", order, "--spm", spm_model, "--out", xlpos, "--pieces-out",
-                 src_pieces, "--workers", str(workers)), logs / "positions.log", verbose=verbose))
+                 src_pieces, "--workers", str(workers)), logs / "positions.log", verbose=verbose),
+        inputs=[src, order, spm_model])
     if tgt is not None and tgt_pieces is not None:
         seconds[f"spm-encode {split}"] = steps.step(f"spm-encode {split}", [tgt_pieces], lambda: run(
             prep_cmd("spm-encode", "--model", spm_model, "--input", tgt, "--output", tgt_pieces), logs / "spm.log",
-            verbose=verbose))
+            verbose=verbose), inputs=[tgt, spm_model])
 
 
 def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, workers: int, log_path: Path,
@@ -582,10 +730,12 @@ def run_step(args: argparse.Namespace) -> int:
     (Steps.step, the pipeline's own rule)."""
     req = parse_step(args.words)
     name = req.message or os.path.basename(req.command[0])
+    command, inputs = command_record(req.command, req.outputs)
     ran = []
 
     def make() -> None:
         ran.append(time.perf_counter())
+        before = input_identities(inputs)
         if req.message:
             log(req.message)
         if req.log is not None:
@@ -601,8 +751,12 @@ def run_step(args: argparse.Namespace) -> int:
             if status:
                 raise StepFailed(f"{os.path.basename(req.command[0])} failed (exit {status}); {req.outputs[0]} not "
                                  f"marked done")
+        # a file the command names that changed while it ran is one it writes without its being an OUTPUT: not an
+        # input (recorded as one, it would make every rerun run it again)
+        inputs[:] = [p for p in inputs if path_identity(p) == before[os.path.abspath(p)]]
 
-    Steps().step(name, req.outputs, make)
+    with directory_lock(os.path.dirname(os.path.abspath(req.outputs[0]))):
+        Steps().step(name, req.outputs, make, inputs=inputs, settings={"command": command, "stdout": req.stdout})
     if ran and req.message:
         log(f"done in {time.perf_counter() - ran[0]:.0f} s: {' '.join(req.outputs)}")
     return 0
@@ -614,8 +768,10 @@ def configure_step(p: argparse.ArgumentParser) -> None:
   xlpos-prep step data/train.en --stdout -- curl -fsSL https://example.org/train.en
   xlpos-prep step ckpt/xl-input --log ckpt/xl-input/train.log --message "train xl-input" -- fairseq-train ...
 
-COMMAND makes OUTPUT...; it is skipped when the step completed (every OUTPUT has OUTPUT.done), else run, and
-OUTPUT.done is written after it succeeded and every OUTPUT exists. --stdout: COMMAND's standard output is OUTPUT,
+COMMAND makes OUTPUT...; it is skipped while every OUTPUT is what this command made from the files it names
+(recorded in OUTPUT.done, written after it succeeded and every OUTPUT exists), else run: a changed command, a
+changed file it reads or a changed, truncated or deleted OUTPUT runs it again. One step per output directory at
+a time. --stdout: COMMAND's standard output is OUTPUT,
 written atomically. --log: COMMAND's output is appended to FILE (--show: and shown), whose end is shown when it
 fails. --message: logged when the step runs. The rule is the pipeline's (docs/pipeline.md)."""
     p.add_argument("words", nargs=argparse.REMAINDER, help="OUTPUT... [options] -- COMMAND...")

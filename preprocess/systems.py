@@ -12,10 +12,11 @@ import importlib.util
 import os
 import re
 import sys
+import zipfile
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .io import declare_files
+from .io import InputError, command_record, declare_files, directory_lock
 
 # the recipes' names of the four main systems
 RECIPE_SYSTEMS = {"baseline": "vanilla", "xl-input": "input", "xl-head": "head", "xl-rope": "rope"}
@@ -136,20 +137,79 @@ def train_command(data_bin: str | os.PathLike, spec: SystemSpec, source_lang: st
             "--save-dir", os.fspath(save_dir)]
 
 
+# fairseq's checkpoint names (checkpoint_last.pt, checkpoint_best.pt, checkpoint3.pt, checkpoint_3_2000.pt,
+# checkpoint.best_bleu_35.1230.pt), not averaged ones (checkpoint.avg5.pt), which are another step's output
+FAIRSEQ_CHECKPOINT = re.compile(r"checkpoint(?:_last|_best|\d+|_\d+_\d+|\.best_.+)(?:-shard\d+)?\.pt")
+
+
+def checkpoint_problem(path: str) -> str | None:
+    """Why `path` is not a complete checkpoint, read without torch (its zip archive's directory, at its end, is
+    what a truncated or empty file lacks); None when it looks complete."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head != b"PK\x03\x04":
+            return "empty or truncated, or not written by torch.save" if head else "empty"
+        with zipfile.ZipFile(path) as archive:
+            archive.infolist()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
+        return f"truncated or corrupt ({e})"
+    return None
+
+
+def saved_checkpoints(save_dir: str) -> list[str]:
+    """fairseq's checkpoints in `save_dir`."""
+    return sorted(os.path.join(save_dir, n) for n in os.listdir(save_dir) if FAIRSEQ_CHECKPOINT.fullmatch(n))
+
+
+def verify_checkpoints(save_dir: str) -> None:
+    """A trained model is done only with at least one checkpoint, every one of them readable."""
+    found = saved_checkpoints(save_dir) if os.path.isdir(save_dir) else []
+    if not found:
+        raise InputError(save_dir, None, "fairseq-train ended without saving a checkpoint here")
+    for path in found:
+        problem = checkpoint_problem(path)
+        if problem:
+            raise InputError(path, None, f"not a readable checkpoint: {problem}")
+
+
+# fairseq-train options naming what it writes besides the save directory: not inputs
+TRAIN_OUTPUT_OPTIONS = ("--tensorboard-logdir", "--log-file")
+
+
+def recorded_train_command(command: Sequence[str], save_dir: str) -> tuple[list[str], list[str]]:
+    """(fairseq-train's options as the training step records them, its input files): without the interpreter and
+    the plugin's --user-dir (neither decides the model), paths relative to the save directory's parent."""
+    words = list(command[3:])  # after python -m fairseq_cli.train
+    while "--user-dir" in words:
+        k = words.index("--user-dir")
+        del words[k:k + 2]
+    written = [words[k + 1] for k, w in enumerate(words[:-1]) if w in TRAIN_OUTPUT_OPTIONS]
+    return command_record(["fairseq-train", *words], [save_dir, *written])
+
+
 def run_train(args: argparse.Namespace) -> int:
     from .pipeline import Steps, log, run
     spec = parse_system(args.system)
     fairseq_args = args.fairseq_args[1:] if args.fairseq_args[:1] == ["--"] else args.fairseq_args
-    os.makedirs(args.save_dir, exist_ok=True)
     train_log = os.path.join(args.save_dir, "train.log")
+    command = train_command(args.data_bin, spec, args.source_lang, args.target_lang, args.save_dir, fairseq_args,
+                            args.arch)
+    recorded, inputs = recorded_train_command(command, args.save_dir)
 
     def train() -> None:
         log(f"train {args.system} ({args.arch or task_args(spec)[task_args(spec).index('--arch') + 1]}; "
             f"log: {train_log})")
-        run(train_command(args.data_bin, spec, args.source_lang, args.target_lang, args.save_dir, fairseq_args,
-                          args.arch), train_log, verbose=args.show)
+        run(command, train_log, verbose=args.show)
 
-    seconds = Steps().step(f"{args.system} model", [args.save_dir], train)
+    # The model is expensive: trained with other settings or data, or changed since, it is kept and named, not
+    # retrained over. A save directory without checkpoints (deleted to retrain) is simply trained again.
+    keep = (f"delete or move {args.save_dir} to retrain, or delete {args.save_dir}.done to train on from its "
+            f"checkpoints as now given")
+    with directory_lock(args.save_dir):
+        seconds = Steps().step(f"{args.system} model", [args.save_dir], train, inputs=inputs,
+                               settings={"fairseq-train": recorded}, expensive=keep, ignore=("train.log",),
+                               verify=lambda: verify_checkpoints(args.save_dir))
     if seconds is not None:
         log(f"trained {args.system} in {seconds:.0f} s")
     return 0

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .io import declare_files, int_option
+from .io import command_record, declare_files, directory_lock, int_option
 from .pipeline import Steps, run, write_lines
 from .scoring import read_hypotheses
 from .sentencepiece_model import decode_lines
@@ -52,19 +52,33 @@ def run_translate(args: argparse.Namespace) -> int:
     if args.system:  # its task and XL options, as it was trained (xlpos-prep train)
         from .systems import parse_system, task_args
         fairseq_args = [*task_args(parse_system(args.system)), *fairseq_args]
-    steps = Steps()
     generated = out / "generate.txt"
-    steps.step("generate", [generated], lambda: generate(generated, out / "generate.log", args.data_bin, args.path,
-                                                         args.source_lang, args.target_lang, args.subset,
-                                                         fairseq_args))
-    words = out / f"{args.subset}.words"
+    command = generate_command(args.data_bin, args.path, args.source_lang, args.target_lang, args.subset,
+                               fairseq_args)
+    # the checkpoint (by its identity: another --path, or the same file retrained, redoes the step), the data and
+    # every option are what the translations are made from; the interpreter and the plugin's directory are not
+    words = list(command[3:])
+    while "--user-dir" in words:
+        del words[words.index("--user-dir"):words.index("--user-dir") + 2]
+    recorded, inputs = command_record(["fairseq-generate", *words], [generated])
+    pieces, words_out = out / f"{args.subset}.pieces", out / f"{args.subset}.words"
 
     def decode() -> None:
-        pieces, text = hypothesis_words(generated, args.expected, args.spm)
-        write_lines(out / f"{args.subset}.pieces", pieces)
-        write_lines(words, text)
+        piece_lines, text = hypothesis_words(generated, args.expected, args.spm)
+        write_lines(pieces, piece_lines)
+        write_lines(words_out, text)
 
-    steps.step("hypotheses", [words], decode)
+    with directory_lock(out):
+        steps = Steps()
+        # fairseq-generate may end with status 0 having translated fewer sentences than asked (inputs over
+        # --max-source-positions skipped): such an output is not a completed step
+        steps.step("generate", [generated], lambda: generate(generated, out / "generate.log", args.data_bin,
+                                                             args.path, args.source_lang, args.target_lang,
+                                                             args.subset, fairseq_args),
+                   inputs=inputs, settings={"fairseq-generate": recorded},
+                   verify=lambda: read_hypotheses(os.fspath(generated), args.expected))
+        steps.step("hypotheses", [pieces, words_out], decode, inputs=[generated, args.spm],
+                   settings={"expected": args.expected})
     return 0
 
 

@@ -5,6 +5,7 @@ test_recipes.py and test_kill_resume.py; these stop before fairseq (--no-data-bi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,8 +88,11 @@ def test_prepare_layout_japanese_default_shared_alignment_and_resume(tmp_path, c
     with pytest.raises(ValueError, match=r"prepare.json: made with other settings \(attach_null: 'left', now "
                                          r"'right'\)"):
         prepare(quick(**cfg, attach_null="right"), Layout.recipe(work))
-    # a work directory whose oracle was made before the Japanese default keeps it, and says so
+    # a work directory whose oracle was made before the Japanese default keeps it, and says so: one made by an
+    # older xlpos, without prepare.json and with markers that record nothing
     (work / "prepare.json").unlink()
+    for marker in work.rglob("*.done"):
+        marker.write_text("made by an older xlpos\n")
     prepare(quick(**cfg), Layout.recipe(work))
     recorded = json.loads((work / "prepare.json").read_text())
     assert recorded["attach_null"] == "right" and "before prepare.json existed" in recorded["note"]
@@ -118,9 +122,9 @@ def test_step_runs_once_marks_and_stops_on_failure(tmp_path, capfd):
     out = tmp_path / "a" / "out.txt"
     args = ["step", str(out), "--stdout", "--", sys.executable, "-c", "print('made')"]
     assert prep_cli.main(args) == 0 and out.read_text() == "made\n" and step_done([out])
-    out.write_text("kept\n")
-    assert prep_cli.main(args) == 0 and out.read_text() == "kept\n"  # completed: skipped
-    assert "skip: " in capfd.readouterr().err
+    assert prep_cli.main(args) == 0 and "skip: " in capfd.readouterr().err  # completed: skipped
+    out.write_text("changed\n")  # an output changed since is not what the step made: redone
+    assert prep_cli.main(args) == 0 and out.read_text() == "made\n" and "redo: " in capfd.readouterr().err
     failed = tmp_path / "failed.txt"
     assert prep_cli.main(["step", str(failed), "--stdout", "--", "false"]) == 1
     assert not failed.exists() and not step_done([failed]) and list(tmp_path.iterdir()) == [tmp_path / "a"]
@@ -160,3 +164,46 @@ def test_installed_package_name_and_no_fairseq_or_torch_at_import(tmp_path):
                           env=subprocess_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[0] == "[] None"
+
+
+def test_prepare_redoes_what_changed_and_ends_as_a_clean_run(tmp_path, capfd):
+    """After a completed run: an input of a later step changed, an output deleted, another truncated, a later
+    setting changed. The rerun redoes those steps and what depends on them, and ends with the files a clean run on
+    the final input and settings makes. A changed input of the alignment and the reorderer (expensive) stops
+    with one line naming it, before any work."""
+    work, clean = tmp_path / "w", tmp_path / "clean"
+    corpus(work, "en", "ja", n=60)
+    shared_alignment(work, "en", "ja", 60)
+    prepare(quick(src="en", tgt="ja"), Layout.recipe(work))
+    valid = work / "tok" / "valid.ja"
+    lines = valid.read_text(encoding="utf-8").splitlines()
+    valid.write_text("\n".join([lines[1]] + lines[1:]) + "\n", encoding="utf-8")
+    (work / "reorder" / "test.order").unlink()
+    with open(work / "pieces" / "train.xlpos", "r+") as f:
+        f.truncate(5)
+    capfd.readouterr()
+    prepare(quick(src="en", tgt="ja", spm_coverage=0.9999), Layout.recipe(work))
+    err = capfd.readouterr().err
+    assert "settings changed (spm_coverage: 1.0, now 0.9999)" in err and "redo: spm-encode valid" in err
+    assert "redo: positions train" in err and "skip: train-reorderer" in err
+    shutil.copytree(work / "tok", clean / "tok")
+    shared_alignment(clean, "en", "ja", 60)
+    prepare(quick(src="en", tgt="ja", spm_coverage=0.9999), Layout.recipe(clean))
+
+    def made(root: Path) -> dict[str, bytes]:
+        # (not the models: the reorderer's header records training times, sentencepiece's a temporary path)
+        return {str(p.relative_to(root)): p.read_bytes().replace(str(root).encode(), b"WORK")
+                for p in root.rglob("*") if p.is_file() and p.parts[len(root.parts)] in ("reorder", "pieces", "spm")
+                and not p.name.endswith((".done", ".model"))}
+
+    assert made(work) == made(clean) and len(made(work)) > 20
+    # the alignment's input changed: stops naming it, changes nothing
+    train = work / "tok" / "train.en"
+    train.write_text(train.read_text(encoding="utf-8").replace(" ", "  ", 1), encoding="utf-8")
+    before = {p: p.stat().st_mtime_ns for p in work.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"align\.txt: align \(train\+test\) not redone: its input .*tok/train\.en "
+                                         r"changed \(.*\); delete it, and .*reorderer\.model made from it"):
+        prepare(quick(src="en", tgt="ja", spm_coverage=0.9999), Layout.recipe(work))
+    assert {p: p.stat().st_mtime_ns for p in work.rglob("*") if p.is_file() and p.name != "input-check.json"
+            and not p.name.startswith("input-check.json")} == {p: t for p, t in before.items()
+                                                               if not p.name.startswith("input-check.json")}
