@@ -4,6 +4,8 @@ import io
 import logging
 import os
 import pickle
+import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -205,3 +207,43 @@ def test_concurrent_loads_leave_the_global_allowlist_as_it_was(trained_model):
         t.join()
     assert errors == []
     assert set(torch.serialization.get_safe_globals()) == before
+
+
+def test_training_resumes_from_the_newest_readable_checkpoint_when_the_last_is_truncated(trained_model, tmp_path):
+    """A disk that filled while fairseq copied checkpoint_best.pt to checkpoint_last.pt left the latter truncated:
+    training resumes from the former, with a warning naming both, and trains on to what resuming from an intact
+    checkpoint_last.pt gives."""
+    from conftest import run_cli, tiny_model_args
+
+    saves = {}
+    for name in ("intact", "truncated"):
+        save = tmp_path / name
+        shutil.copytree(trained_model.save_dir, save)
+        last = save / "checkpoint_last.pt"
+        (save / "checkpoint_best.pt").write_bytes(last.read_bytes())  # the save the copy was made from
+        if name == "truncated":
+            last.write_bytes(last.read_bytes()[:last.stat().st_size // 2])
+        proc = run_cli(tiny_model_args(trained_model.corpus, save, trained_model.updates + 2, tmp_path / f"tb-{name}"))
+        saves[name] = save
+        if name == "truncated":
+            log = proc.stdout + proc.stderr
+            assert (f"{last} is not a readable checkpoint (BadZipFile" in log
+                    and f"resuming from {save / 'checkpoint_best.pt'}, the newest readable checkpoint" in log), log
+    states = {name: checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))
+              for name, save in saves.items()}
+    assert [s["optimizer_history"][-1]["num_updates"] for s in states.values()] == [trained_model.updates + 2] * 2
+    intact, resumed = states["intact"]["model"], states["truncated"]["model"]
+    assert intact.keys() == resumed.keys() and all(torch.equal(intact[k], resumed[k]) for k in intact)
+
+
+def test_a_resume_with_no_readable_checkpoint_stops_naming_the_file(trained_model, tmp_path):
+    from conftest import subprocess_env, tiny_model_args
+
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(trained_model.checkpoint.read_bytes()[:1000])
+    proc = subprocess.run(tiny_model_args(trained_model.corpus, save, trained_model.updates + 1, tmp_path / "tb"),
+                          capture_output=True, text=True, timeout=300, env=subprocess_env())
+    assert proc.returncode != 0
+    assert (f"not a readable checkpoint: {save / 'checkpoint_last.pt'}: " in proc.stderr
+            and f"move {save / 'checkpoint_last.pt'} away to train from the start" in proc.stderr), proc.stderr[-3000:]

@@ -58,11 +58,13 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import io
 import logging
 import os
 import pickle
 import re
+import shutil
 import threading
 import typing
 import zipfile
@@ -319,8 +321,140 @@ def _module_load_options(name: str) -> dict:
     return {}
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Saving and resuming training: a full disk never leaves a run that cannot be resumed
+#
+# fairseq writes the first checkpoint of a save through FILE.tmp and a rename, but then copies it to the others
+# (checkpoint_best.pt -> checkpoint_last.pt) in place: a disk that fills during the copy leaves checkpoint_last.pt
+# truncated at its final name, and every resume fails on it. install() makes that copy atomic too, removes the
+# partial FILE.tmp of a failed save (the space it holds), and lets a resume whose checkpoint_last.pt cannot be read
+# start from the newest checkpoint that can, with a warning naming both.
+
+# fairseq's checkpoint names (not averaged ones such as checkpoint.avg5.pt)
+FAIRSEQ_CHECKPOINT = re.compile(r"checkpoint(?:_last|_best|\d+|_\d+_\d+|\.best_.+)\.pt")
+
+
+def checkpoint_problem(path: str, full: bool = False) -> Optional[str]:
+    """Why `path` is not a complete checkpoint (empty, truncated: its zip directory, at the end, is missing), or
+    None. `full`: also check the CRC-32 of every record (reads the whole file)."""
+    try:
+        kind = _format_of(_read_prefix(path, None))
+        if kind is None:
+            return "empty, truncated or not written by torch.save"
+        if kind == "zip":
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip() if full else None
+            if bad is not None:
+                return f"record {bad} fails its CRC-32 check"
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def newest_readable_checkpoint(save_dir: str, besides: str) -> Optional[str]:
+    """The most recently written of fairseq's checkpoints in `save_dir` other than `besides` that reads
+    completely, or None."""
+    try:
+        names = [n for n in os.listdir(save_dir) if FAIRSEQ_CHECKPOINT.fullmatch(n)]
+    except OSError:
+        return None
+    paths = [os.path.join(save_dir, n) for n in names if os.path.join(save_dir, n) != besides]
+    for path in sorted(paths, key=lambda p: os.stat(p).st_mtime_ns, reverse=True):
+        if checkpoint_problem(path, full=True) is None:
+            return path
+    return None
+
+
+def atomic_copy(src: str, dst: str) -> None:
+    """Copy `src` to `dst` through a temporary file beside `dst`, renamed into place when complete: a failure (a
+    full disk) leaves `dst` as it was and no partial file."""
+    from xlpos_prep.io import atomic_output
+
+    with atomic_output(dst, "wb") as out, open(src, "rb") as data:
+        shutil.copyfileobj(data, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())  # the rename must not reach the disk before the bytes do
+
+
+class _AtomicCopyPathManager:
+    """fairseq's PathManager inside ``fairseq.checkpoint_utils``, with ``copy`` of local files made atomic."""
+
+    def __init__(self, manager: Any):
+        self._manager = manager
+
+    def copy(self, src_path: str, dst_path: str, overwrite: bool = False, **kwargs: Any) -> bool:
+        remote = any(self._manager.path_requires_pathmanager(p) for p in (src_path, dst_path))
+        if remote or kwargs or (not overwrite and os.path.exists(dst_path)):
+            return self._manager.copy(src_path, dst_path, overwrite=overwrite, **kwargs)
+        atomic_copy(src_path, dst_path)
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
+
+
+def _removing_partial_saves(save: Callable) -> Callable:
+    """fairseq's torch_persistent_save, removing the FILE.tmp a failed save leaves (a full disk: free its space)."""
+    @functools.wraps(save)
+    def persistent_save(obj: Any, filename: Any, async_write: bool = False) -> Any:
+        try:
+            return save(obj, filename, async_write)
+        except BaseException:
+            if isinstance(filename, str) and not async_write:
+                with contextlib.suppress(OSError):
+                    os.unlink(filename + ".tmp")
+            raise
+    persistent_save._xlpos = True  # type: ignore[attr-defined]
+    return persistent_save
+
+
+class _RestoreFrom:
+    """A checkpoint configuration with another ``restore_file`` (the rest read from the original)."""
+
+    def __init__(self, cfg: Any, restore_file: str):
+        self._cfg, self.restore_file = cfg, restore_file
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cfg, name)
+
+
+def _resuming_from_readable(load: Callable) -> Callable:
+    """fairseq's load_checkpoint (training resume): when SAVE_DIR/checkpoint_last.pt exists but cannot be read,
+    resume from the newest checkpoint that can, with a warning naming both; stop with one line when none can."""
+    @functools.wraps(load)
+    def load_checkpoint(cfg: Any, trainer: Any, **passthrough_args: Any) -> Any:
+        last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
+        default = cfg.restore_file == "checkpoint_last.pt" and not getattr(trainer, "checkpoint_suffix", "")
+        problem = checkpoint_problem(last) if default and os.path.isfile(last) else None
+        if problem is not None:
+            fallback = newest_readable_checkpoint(cfg.save_dir, besides=last)
+            if fallback is None:
+                raise UnreadableCheckpointError(
+                    f"not a readable checkpoint: {last}: {problem}; no other checkpoint in {cfg.save_dir} reads: "
+                    f"move {last} away to train from the start")
+            logger.warning("%s is not a readable checkpoint (%s): resuming from %s, the newest readable checkpoint "
+                           "in %s", last, problem, fallback, cfg.save_dir)
+            cfg = _RestoreFrom(cfg, fallback)
+        return load(cfg, trainer, **passthrough_args)
+    load_checkpoint._xlpos = True  # type: ignore[attr-defined]
+    return load_checkpoint
+
+
+def install_saving() -> None:
+    """Hook fairseq's training saves and resume (see above); idempotent, fairseq's code is not changed."""
+    from fairseq import checkpoint_utils
+
+    if not isinstance(checkpoint_utils.PathManager, _AtomicCopyPathManager):
+        checkpoint_utils.PathManager = _AtomicCopyPathManager(checkpoint_utils.PathManager)
+    if not getattr(checkpoint_utils.torch_persistent_save, "_xlpos", False):
+        checkpoint_utils.torch_persistent_save = _removing_partial_saves(checkpoint_utils.torch_persistent_save)
+    if not getattr(checkpoint_utils.load_checkpoint, "_xlpos", False):
+        checkpoint_utils.load_checkpoint = _resuming_from_readable(checkpoint_utils.load_checkpoint)
+
+
 def install() -> None:
-    """Route the ``torch.load`` of fairseq's checkpoint-loading modules through :func:`load_fairseq_checkpoint`.
+    """Route the ``torch.load`` of fairseq's checkpoint-loading modules through :func:`load_fairseq_checkpoint`,
+    and make training saves atomic and resumable (:func:`install_saving`).
 
     Idempotent; the global ``torch.load`` and torch's global allowlist are left untouched.
     """
@@ -330,6 +464,7 @@ def install() -> None:
         module = importlib.import_module(name)
         if not isinstance(module.torch, _TorchWithSafeLoad):
             module.torch = _TorchWithSafeLoad(module.torch, **_module_load_options(name))
+    install_saving()
 
 
 def installed() -> bool:
