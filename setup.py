@@ -47,7 +47,7 @@ setup(
         "xlpos-prep = xlpos_prep.cli:main",
         # The evidence kit (issue 12): paired significance tests (sacreBLEU's), AER of word alignments, and word
         # alignments from a trained model's encoder-decoder attention scored against a gold file.
-        "xlpos-significance = xlpos.evaluation.significance:main",
+        "xlpos-significance = xlpos_prep.significance:main",
         "xlpos-aer = xlpos.evaluation.aer:main",
         "xlpos-align-attention = xlpos.evaluation.align_attention:main",
     ]},

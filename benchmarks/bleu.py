@@ -35,7 +35,7 @@ baseline without XL) and X-random (trained on random permutations, --xl-contrast
 
 Evidence (issue 12): every system is tested against vanilla on test, and every XL system against its controls
 (X-monotone, X-random; encfree-input against encfree-vanilla; --compare A:B for any other pair), with sacreBLEU's
-paired bootstrap and approximate randomization on BLEU and chrF (xlpos/evaluation/significance.py): p-values and
+paired bootstrap and approximate randomization on BLEU and chrF (xlpos_prep.significance): p-values and
 95% confidence intervals per seed pair (system and baseline trained with the same seed; the count of significant
 pairs is reported) and on the seed-concatenated test set, labelled anti-conservative. --contrast all decodes test
 again with every XL model fed monotone, reversed, random and locally shuffled XL positions (test@KIND; the BLEU
@@ -83,6 +83,7 @@ from xlpos_prep.io import InputError, atomic_output, read_lines, step_done  # no
 from xlpos_prep.pipeline import Layout, PrepareConfig, StepFailed, Steps, prep_cmd, prepare  # noqa: E402
 from xlpos_prep.pipeline import run as run_step_command  # noqa: E402
 from xlpos_prep.reorderer import Reorderer  # noqa: E402
+from xlpos_prep import significance  # noqa: E402
 from xlpos_prep.text import Detokenizer, write_lines  # noqa: E402
 from xlpos_prep.systems import (ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, RANDOM_SUFFIX,  # noqa: E402
                                 SYSTEM_GRAMMAR, parse_system, task_args, train_command)
@@ -736,7 +737,7 @@ def run_jobs(keys: list[tuple], work: Callable, jobs: int) -> dict:
 # ------------------------------------------------------------------------------------------------ evidence
 def evaluation_module(name: str):
     """xlpos/evaluation/NAME.py loaded from its file: importing the xlpos package would import fairseq (seconds of
-    CPU, and it configures logging) for modules that need neither (significance, aer)."""
+    CPU, and it configures logging) for modules that need neither (aer)."""
     import importlib.util
     key = f"xlpos_evaluation_{name}"
     if key not in sys.modules:
@@ -825,10 +826,10 @@ def seed_pooled_buckets(spec: PairSpec, runs: dict, refs: list[str], hypotheses:
 def significance_tests(spec: PairSpec, runs: dict, refs: list[str], compare: Sequence[tuple[str, str]],
                        args: argparse.Namespace, hypotheses: Callable[[str, str], list[str] | None],
                        cache: Path | None) -> list[dict]:
-    """sacreBLEU's paired bootstrap and approximate randomization (xlpos/evaluation/significance.py) of every pair
+    """sacreBLEU's paired bootstrap and approximate randomization (xlpos_prep.significance) of every pair
     of significance_pairs on test; one test per seed pair (the same seed) and one on the seed-concatenated test
     set. Cached in `cache` (when given), keyed by the hypotheses and the settings."""
-    sig = evaluation_module("significance")
+    sig = significance
     out = []
     for system, baseline in significance_pairs(list(runs), compare):
         hyps = {name: {seed: hypotheses(name, seed) for seed in runs[name]} for name in (system, baseline)}
@@ -1210,7 +1211,7 @@ def print_table(results: dict) -> None:
                   f"{pair['eflomal_vs_gold']['aer']:.3f}")
         if pair.get("significance"):
             print(f"\nsignificance on test ({pair_name}):")
-            print(evaluation_module("significance").format_table(pair["significance"]))
+            print(significance.format_table(pair["significance"]))
         sig = next((run["eval"]["test"]["bleu_signature"] for runs in pair["runs"].values() for run in runs.values()
                     if "test" in run["eval"]), None)
         if sig:

@@ -1,6 +1,7 @@
 """`xlpos-prep`: one subcommand per pipeline step; each step's module configures its own parser.
 
-Modules are imported only for the chosen subcommand, so `xlpos-prep oracle` never pays for numba or fairseq.
+Modules are imported only for the chosen subcommand, so `xlpos-prep oracle` never pays for numba or fairseq. This
+package never imports the fairseq plugin (`xlpos`): the plugin builds on it, not the other way round.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reorder": (__package__ + ".reorderer", "reorder source sentences into target order with a trained model"),
     "positions": (__package__ + ".subword", "words + order + sentencepiece model -> piece-level XL positions"),
     "evaluate": (__package__ + ".metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
-    "binarize": ("xlpos.data.binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
+    "binarize": (__package__ + ".binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
     "synth": (__package__ + ".synthetic", "generate a synthetic parallel corpus with nested reordering"),
     # the whole pipeline, and the completion rule for a recipe's own commands
     "prepare": (__package__ + ".pipeline", "tokenized splits -> reorderer, sentencepiece, pieces, XL positions, "

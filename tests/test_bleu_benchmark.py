@@ -458,7 +458,7 @@ def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
     assert " / " in rows["input-monotone"][5] and not rows["input-monotone"][5].endswith("*")
     assert "(" not in rows["input-monotone"][5]
     assert "| ja-en | input | input-monotone | 1 | " in table and "Significance on test" in table
-    printed = bleu.evaluation_module("significance").format_table(records)
+    printed = bleu.significance.format_table(records)
     assert "concat*" in printed and "input-monotone" in printed
 
 

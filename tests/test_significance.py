@@ -1,5 +1,5 @@
-"""Paired significance tests (xlpos/evaluation/significance.py): crafted systems whose answer is known, agreement
-with sacreBLEU's own command line, seed pairing, and the CLI."""
+"""Paired significance tests (preprocess/significance.py, imported as xlpos_prep.significance): crafted systems
+whose answer is known, agreement with sacreBLEU's own command line, seed pairing, and the CLI."""
 from __future__ import annotations
 
 import json
@@ -11,13 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli, subprocess_env
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bleu  # noqa: E402
-
-# loaded from its file, as bleu.py does: importing the xlpos package would import fairseq, which this module avoids
-sig = bleu.evaluation_module("significance")
-SIGNIFICANCE_PY = REPO / "xlpos" / "evaluation" / "significance.py"
+from xlpos_prep import significance as sig
 
 VOCAB = [f"w{i}" for i in range(60)]
 FAST = {"bs_samples": 300, "ar_trials": 600}
@@ -131,9 +125,8 @@ def test_hypothesis_count_must_match() -> None:
 
 
 def test_module_imports_neither_fairseq_nor_torch() -> None:
-    code = ("import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('s', {str(SIGNIFICANCE_PY)!r})\n"
-            "m = importlib.util.module_from_spec(spec); sys.modules['s'] = m; spec.loader.exec_module(m)\n"
+    code = ("import sys\n"
+            "from xlpos_prep import significance as m\n"
             "refs = ['a b c d', 'e f g h']\n"
             "m.paired_tests(refs, {'x': ['a b c', 'e f g h']}, refs, bs_samples=10, ar_trials=10)\n"
             "print(sorted(k for k in sys.modules if k.split('.')[0] in ('fairseq', 'torch', 'xlpos')))\n")
@@ -148,8 +141,8 @@ def test_command_line(tmp_path: Path) -> None:
                         "g1": noisy(refs, 0.1, 3), "g2": noisy(refs, 0.1, 4)}.items():
         paths[name] = tmp_path / f"{name}.txt"
         paths[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
-    # the file itself is the fairseq-free command; `python -m xlpos.evaluation.significance` runs the same main()
-    cmd = [sys.executable, str(SIGNIFICANCE_PY), "--ref", str(paths["ref"]),
+    # the fairseq-free command (`xlpos-significance` is the same main())
+    cmd = [sys.executable, "-m", "xlpos_prep.significance", "--ref", str(paths["ref"]),
            "--baseline", f"vanilla={paths['b1']},{paths['b2']}", "--system", f"xl={paths['g1']},{paths['g2']}",
            "--seed-labels", "7,8", "--tokenize", "none", "--bs-samples", "200", "--ar-trials", "200",
            "--json", str(tmp_path / "sig.json")]
@@ -164,6 +157,6 @@ def test_command_line(tmp_path: Path) -> None:
     paths["short"] = tmp_path / "short.txt"
     paths["short"].write_text("x\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=f"^{paths['short']}: 1 lines but {paths['ref']} has 80$"):
-        sig.main(cmd[2:-2] + ["--system", f"bad={paths['short']}"])
+        sig.main(cmd[3:-2] + ["--system", f"bad={paths['short']}"])
     with pytest.raises(SystemExit, match="--system xl: expected NAME=FILE"):
-        sig.main(cmd[2:-2] + ["--system", "xl"])
+        sig.main(cmd[3:-2] + ["--system", "xl"])

@@ -21,24 +21,10 @@ import torch
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset, data_utils, indexed_dataset
 
 from xlpos.data.contrastive_positions import SPLIT_SENTENCE, XLContrast
+from xlpos_prep.binarize import source_tokens_prefix, xl_positions_prefix  # noqa: F401  (the files' names)
 
 XL_POSITIONS_KEY = "src_xl_positions"  # the net_input key the encoder reads
 _ITEM_KEY = "xl_positions"  # per-sample key, already in model convention, EOS included
-
-
-def xl_positions_prefix(data_bin: str, split: str, source_lang: str, target_lang: str) -> str:
-    """Path of a split's binarized XL positions without the ``.bin``/``.idx`` extension."""
-    return os.path.join(data_bin, f"{split}.{source_lang}-{target_lang}.xlpos")
-
-
-def source_tokens_prefix(data_bin: str, split: str, source_lang: str, target_lang: str) -> Optional[str]:
-    """Prefix of the binarized source tokens of a split (``{split}.{S}-{T}.{S}``, or the ``{T}-{S}`` order that
-    fairseq also accepts), or None when neither exists."""
-    for pair in (f"{source_lang}-{target_lang}", f"{target_lang}-{source_lang}"):
-        prefix = os.path.join(data_bin, f"{split}.{pair}.{source_lang}")
-        if indexed_dataset.dataset_exists(prefix, impl=indexed_dataset.infer_dataset_impl(prefix)):
-            return prefix
-    return None
 
 
 def binarize_command(data_bin: str, split: str, source_lang: str, target_lang: str) -> str:

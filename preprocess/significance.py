@@ -14,9 +14,9 @@ found in 1/2). The seed-concatenated test set (every seed pair's hypotheses appe
 reported too, as one summary number, but it is anti-conservative: its copies of one sentence are resampled as if
 they were independent sentences, so its p-values are smaller than the data justify. It is labelled as such.
 
-This module imports neither fairseq nor torch.
+This module imports neither fairseq nor torch (it lives in the fairseq-free package for that reason).
 
-    python -m xlpos.evaluation.significance --ref test.tgt --baseline vanilla=van.s1.txt,van.s2.txt \
+    xlpos-significance --ref test.tgt --baseline vanilla=van.s1.txt,van.s2.txt \
         --system input=in.s1.txt,in.s2.txt --system rope=rope.s1.txt,rope.s2.txt --tokenize none --json sig.json
 """
 from __future__ import annotations
@@ -235,7 +235,7 @@ def _named_files(option: str, value: str) -> tuple[str, list[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m xlpos.evaluation.significance", description=__doc__,
+    p = argparse.ArgumentParser(prog="xlpos-significance", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ref", required=True, help="reference file, one sentence per line")
     p.add_argument("--baseline", required=True, help="NAME=FILE[,FILE...]: the baseline's hypotheses, one file per "
