@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": (__package__ + ".metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
     "binarize": (__package__ + ".binarize", "validate and binarize a .xlpos file for fairseq (needs fairseq)"),
     "synth": (__package__ + ".synthetic", "generate a synthetic parallel corpus with nested reordering"),
+    "show": (__package__ + ".show", "draw sentences' BTG trees with each word's absolute and XL position (SVG/PNG)"),
     # the whole pipeline, and the completion rule for a recipe's own commands
     "prepare": (__package__ + ".pipeline", "tokenized splits -> reorderer, sentencepiece, pieces, XL positions, "
                                           "data-bin (resumable)"),
@@ -51,6 +52,7 @@ EPILOG = """examples:
   xlpos-prep reorder --model en-ja.reorderer --src test.en --out test.order --workers 2
   xlpos-prep positions --src test.en --order test.order --spm spm.model --out test.xlpos
   xlpos-prep evaluate --order test.order --oracle test.oracle
+  xlpos-prep show --model en-ja.reorderer --src test.en --lines 1-3 --out tree.svg   # trees and XL positions
   xlpos-prep prepare --work work --src ja --tgt en --workers 2      # every step above, resumable
 """
 

@@ -1,8 +1,11 @@
 """Hub interface: ``XLPosTransformerModel.from_pretrained`` -> translate raw text (single and batched) with XL
 positions from the reorderer the checkpoint carries, and inspect them (conftest.py: `pipeline_model`)."""
+import logging
 import math
 import re
 import shutil
+import warnings
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -136,3 +139,107 @@ def test_fairseq_sentencepiece_bpe_gets_the_same_positions(hub, pipeline_model):
     lines = pipeline_model.corpus.lines("test")[:8]
     assert external.translate(lines, **DECODE) == hub.translate(lines, **DECODE)
     assert scores(external, lines, **DECODE) == pytest.approx(scores(hub, lines, **DECODE), abs=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ a quiet hub
+def test_hub_prints_nothing_unless_asked(hub, pipeline_model, caplog):
+    """translate(), xl_positions() and tree() log nothing and warn nothing at the default log level (fairseq logs
+    four INFO lines for every batch iterator and torch warns about pin_memory on CPU); verbose=True, or a level the
+    user sets on the fairseq logger, brings fairseq's lines back."""
+    line = pipeline_model.corpus.lines("test")[1]
+
+    def calls(**kwargs) -> tuple[list[str], list[str]]:
+        """(logged lines, warnings) of a round of hub calls, under Python's default warning filters."""
+        caplog.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.simplefilter("ignore", DeprecationWarning)  # hidden by default outside __main__
+            hub.translate(line, beam=2, **kwargs)
+            hub.translate([line, line + " ."], beam=2, **kwargs)
+            hub.xl_positions(line)
+            hub.tree(line)
+        return [f"{r.name}: {r.getMessage()}" for r in caplog.records], [str(w.message) for w in caught]
+
+    caplog.set_level(logging.INFO)  # what importing fairseq leaves the root logger at
+    assert calls() == ([], [])
+    logged, _ = calls(verbose=True)
+    assert "fairseq.tasks.fairseq_task: creating new batches for epoch 1" in logged
+    assert any(text.startswith("fairseq.hub_utils: H\t") for text in logged)  # fairseq's own verbose output
+    fairseq_logger = logging.getLogger("fairseq")
+    fairseq_logger.setLevel(logging.INFO)
+    try:
+        logged, _ = calls()
+    finally:
+        fairseq_logger.setLevel(logging.NOTSET)
+    assert "fairseq.tasks.fairseq_task: creating new batches for epoch 1" in logged
+    assert calls() == ([], [])
+
+
+# ------------------------------------------------------------------------------------------------ pictures
+def svg_texts(svg: str, cls: str) -> list[str]:
+    """Texts of the SVG's elements of class `cls`, by their data-index."""
+    found = [e for e in ET.fromstring(svg).iter() if cls in e.get("class", "").split()]
+    return [e.text for e in sorted(found, key=lambda e: int(e.get("data-index")))]
+
+
+def test_draw_tree(hub, pipeline_model, tmp_path):
+    from xlpos_prep.show import xl_of_order
+
+    line = pipeline_model.corpus.lines("test")[1]
+    svg = hub.draw_tree(line, str(tmp_path / "tree.svg"))
+    assert (tmp_path / "tree.svg").read_text(encoding="utf-8") == svg
+    assert svg_texts(svg, "word") == line.split()
+    assert [int(x) for x in svg_texts(svg, "xl")] == xl_of_order(pipeline_model.corpus.orders("test")[1])
+
+
+def test_attention_map(hub, pipeline_model, tmp_path):
+    """The heatmap's weights are the attention of the best translation: teacher-forced on it, they equal what
+    beam search computed (fairseq keeps the last layer's mean over heads with each hypothesis)."""
+    from xlpos.evaluation.attention_alignment import word_attention, word_ids
+    from xlpos_prep.show import xl_of_order
+
+    line = pipeline_model.corpus.lines("test")[1]
+    amap = hub.attention_map(line, **DECODE)
+    assert amap.translation == hub.translate(line, **DECODE)
+    assert amap.layer == 0 and amap.head is None  # the model's one decoder layer
+    assert amap.source_words == line.split()
+    assert amap.xl_positions == xl_of_order(pipeline_model.corpus.orders("test")[1])
+    assert amap.weights.shape == (len(amap.target_words), len(amap.source_words))
+    assert "".join(amap.target_words) == amap.translation.replace(" ", "")
+    assert (amap.weights >= 0).all() and (amap.weights.sum(axis=1) <= 1 + 1e-5).all()
+
+    best = hub.generate(hub.encode(line), **DECODE)[0]
+    src_pieces = [hub.task.source_dictionary[int(t)] for t in hub.encode(line)[:-1]]
+    tgt_pieces = [hub.task.target_dictionary[int(t)] for t in best["tokens"][:-1]]
+    searched = best["attention"].float().numpy().T[:-1, :-1]  # target x source pieces, EOS left out
+    expected = word_attention(searched, word_ids(tgt_pieces), word_ids(src_pieces))
+    assert amap.weights == pytest.approx(expected, abs=1e-4)
+
+    heads = [hub.attention_map(line, layer=-1, head=h, **DECODE).weights for h in (0, 1)]
+    assert (heads[0] + heads[1]) / 2 == pytest.approx(amap.weights, abs=1e-5)
+    assert not np.allclose(heads[0], heads[1])
+    with pytest.raises(ValueError, match="--head 2: the decoder layer has 2 heads"):
+        hub.attention_map(line, head=2, **DECODE)
+
+    amap.save(str(tmp_path / "attention.svg"))
+    svg = (tmp_path / "attention.svg").read_text(encoding="utf-8")
+    assert svg_texts(svg, "row") == amap.target_words and svg_texts(svg, "column") == amap.source_words
+    assert [int(x) for x in svg_texts(svg, "column-note")] == amap.xl_positions
+
+
+def test_attention_map_command(pipeline_model, tmp_path, capsys):
+    from xlpos.evaluation.attention_map import main
+
+    line = pipeline_model.corpus.lines("test")[1]
+    base = [str(pipeline_model.save_dir), "--data", str(pipeline_model.corpus.data_bin), "--sentence", line]
+    out = tmp_path / "attention.svg"
+    assert main(base + ["--out", str(out), "--head", "1", "--beam", "2"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    svg = out.read_text(encoding="utf-8")
+    assert "decoder layer 0 (head 1)" in svg and svg_texts(svg, "column") == line.split()
+    with pytest.raises(SystemExit, match="--layer 3: the decoder has 1 layers"):
+        main(base + ["--out", str(tmp_path / "x.svg"), "--layer", "3"])
+    with pytest.raises(SystemExit) as bad_head:
+        main(base + ["--out", str(tmp_path / "x.svg"), "--head", "first"])
+    assert bad_head.value.code == 2 and "--head: 'first': 'mean' or a head index" in capsys.readouterr().err
+    assert not (tmp_path / "x.svg").exists()

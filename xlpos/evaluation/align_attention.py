@@ -21,8 +21,10 @@ import json
 import logging
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .aer import AlignmentScore, add_gold_options, format_links, gold_options, read_gold, score_alignments
 from .attention_alignment import DEFAULT_THRESHOLD, METHODS, WORD_MARKER, sentence_links, word_ids
@@ -61,14 +63,42 @@ def force_decode_attention(checkpoint: str, data_bin: str, subset: str = "test",
     """(resolved layer index, iterator of (sentence id, attention (target pieces x source pieces, EOS excluded),
     target pieces, source pieces)). The model is loaded before this returns, so option errors come first."""
     model, task = _load(checkpoint, data_bin, overrides or {}, cpu)
+    try:
+        resolved = resolve_layer(model, layer, head)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    return resolved, _attention_batches(model, task, subset, resolved, head, max_tokens)
+
+
+def resolve_layer(model, layer: int, head: int | None) -> int:
+    """The 0-based index of decoder layer `layer` (negative: from the last); ValueError naming --layer or --head
+    when the model has no such layer or head."""
     layers = model.decoder.layers
     resolved = layer if layer >= 0 else len(layers) + layer
     if not 0 <= resolved < len(layers):
-        raise SystemExit(f"--layer {layer}: the decoder has {len(layers)} layers")
+        raise ValueError(f"--layer {layer}: the decoder has {len(layers)} layers")
     heads = layers[resolved].encoder_attn.num_heads
     if head is not None and not 0 <= head < heads:
-        raise SystemExit(f"--head {head}: the decoder layer has {heads} heads")
-    return resolved, _attention_batches(model, task, subset, resolved, head, max_tokens)
+        raise ValueError(f"--head {head}: the decoder layer has {heads} heads")
+    return resolved
+
+
+@contextmanager
+def layer_attention(model, layer: int) -> Iterator[dict]:
+    """While the block runs, every forward pass of the model puts the encoder-decoder attention of decoder layer
+    `layer` (heads x batch x target x source) under "attn" of the yielded dict; call the model with
+    ``alignment_layer=layer`` so that fairseq asks that layer for its per-head weights."""
+    captured: dict = {}
+
+    def keep_head_weights(_module, _inputs, output):
+        # a decoder layer returns (x, attn, None); with need_head_weights attn is heads x batch x tgt x src
+        captured["attn"] = output[1]
+
+    hook = model.decoder.layers[layer].register_forward_hook(keep_head_weights)
+    try:
+        yield captured
+    finally:
+        hook.remove()
 
 
 def _attention_batches(model, task, subset: str, layer: int, head: int | None, max_tokens: int):
@@ -78,34 +108,24 @@ def _attention_batches(model, task, subset: str, layer: int, head: int | None, m
     task.load_dataset(subset)
     dataset = task.dataset(subset)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    captured = {}
-
-    def keep_head_weights(_module, _inputs, output):
-        # a decoder layer returns (x, attn, None); with need_head_weights attn is heads x batch x tgt x src
-        captured["attn"] = output[1]
-
-    hook = model.decoder.layers[layer].register_forward_hook(keep_head_weights)
     itr = task.get_batch_iterator(
         dataset=dataset, max_tokens=max_tokens,
         max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
         ignore_invalid_inputs=False, required_batch_size_multiple=1).next_epoch_itr(shuffle=False)
     device = next(model.parameters()).device
-    try:
-        with torch.no_grad():
-            for sample in itr:
-                sample = utils.move_to_cuda(sample) if device.type == "cuda" else sample
-                # alignment_layer makes fairseq ask that layer for its per-head encoder-decoder weights
-                model(**sample["net_input"], alignment_layer=layer)
-                attn = captured.pop("attn").float()
-                attn = attn.mean(dim=0) if head is None else attn[head]
-                src, tgt = sample["net_input"]["src_tokens"], sample["target"]
-                for b, sid in enumerate(sample["id"].tolist()):
-                    cols = (src[b] != src_dict.pad()).nonzero().flatten()[:-1]   # left-padded; drop EOS
-                    rows = (tgt[b] != tgt_dict.pad()).nonzero().flatten()[:-1]   # right-padded; drop EOS
-                    a = attn[b].index_select(0, rows).index_select(1, cols).cpu().numpy()
-                    yield (sid, a, [tgt_dict[int(t)] for t in tgt[b, rows]], [src_dict[int(t)] for t in src[b, cols]])
-    finally:
-        hook.remove()
+    with layer_attention(model, layer) as captured, torch.no_grad():
+        for sample in itr:
+            sample = utils.move_to_cuda(sample) if device.type == "cuda" else sample
+            # alignment_layer makes fairseq ask that layer for its per-head encoder-decoder weights
+            model(**sample["net_input"], alignment_layer=layer)
+            attn = captured.pop("attn").float()
+            attn = attn.mean(dim=0) if head is None else attn[head]
+            src, tgt = sample["net_input"]["src_tokens"], sample["target"]
+            for b, sid in enumerate(sample["id"].tolist()):
+                cols = (src[b] != src_dict.pad()).nonzero().flatten()[:-1]   # left-padded; drop EOS
+                rows = (tgt[b] != tgt_dict.pad()).nonzero().flatten()[:-1]   # right-padded; drop EOS
+                a = attn[b].index_select(0, rows).index_select(1, cols).cpu().numpy()
+                yield (sid, a, [tgt_dict[int(t)] for t in tgt[b, rows]], [src_dict[int(t)] for t in src[b, cols]])
 
 
 def align_attention(checkpoint: str, data_bin: str, subset: str = "test", layer: int = -1, head: int | None = None,
@@ -136,6 +156,15 @@ def align_attention(checkpoint: str, data_bin: str, subset: str = "test", layer:
     return AttentionAlignment(checkpoint, subset, resolved, head, n, links, scores)
 
 
+def head_option(text: str) -> int | None:
+    """--head: 'mean' (None: the mean over the layer's heads) or one head's index."""
+    if text == "mean":
+        return None
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r}: 'mean' or a head index")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m xlpos.evaluation.align_attention", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-subset", default="test", help="split to force-decode (default test)")
     p.add_argument("--layer", type=int, default=-1, help="decoder layer, 0-based; negative counts from the last "
                                                          "(default -1, the last, as fairseq's alignment_layer)")
-    p.add_argument("--head", default="mean", help="'mean' over the layer's heads (default) or one head's index")
+    p.add_argument("--head", type=head_option, default="mean",
+                   help="'mean' over the layer's heads (default) or one head's index")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {', '.join(METHODS)}")
     p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                    help=f"word weight for the threshold method (default {DEFAULT_THRESHOLD})")
@@ -167,12 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise SystemExit(f"--methods {args.methods}: choose from {', '.join(METHODS)}")
-    if args.head == "mean":
-        head = None
-    elif args.head.isdigit():
-        head = int(args.head)
-    else:
-        raise SystemExit(f"--head {args.head}: 'mean' or a head index")
+    head = args.head
     try:
         overrides = json.loads(args.overrides)
     except json.JSONDecodeError as e:
