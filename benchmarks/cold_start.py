@@ -18,11 +18,15 @@ Per variant and round:
   throughput   a child process on the warm cache: after the compile has finished, sentences/s over all of --src.
   train        (--train-rounds) `xlpos-prep train-reorderer --iterations 1` on --train-src in a child, cold and
                warm cache: wall and CPU seconds of the whole command.
+  cli exit     (--cli-model, repeatable: either kind of model) `xlpos-prep reorder` of the first --cli-first
+               sentences as a fresh install runs it (empty numba cache): wall seconds from spawn to exit. A variant
+               that cannot read a model (a neural one before it existed) is skipped.
 Identical output: the orders of every run (cold runs included, where "after" parses the first sentences with the
 numpy path) are compared with the "before" orders, and the trained models' weights before/after.
 
     python benchmarks/cold_start.py --model M --src test5k.ja --train-src train.ja --train-oracle train.oracle
     python benchmarks/cold_start.py --model M --src test5k.ja --rounds 3 --json out.json
+    python benchmarks/cold_start.py --model M --src dev.ja --rounds 3 --cli-model M --cli-model NEURAL --cli-first 20
 """
 from __future__ import annotations
 
@@ -151,6 +155,21 @@ def run_train(root: Path, cache: Path, src: str, oracle: str, model_out: Path) -
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def run_cli_reorder(root: Path, cache: Path, model: str, src: Path, out: Path) -> float | None:
+    """Wall seconds from spawn to exit of `xlpos-prep reorder` on a fresh numba cache; None when this variant
+    cannot read the model."""
+    cmd = [sys.executable, "-m", package_name(root) + ".cli", "reorder", "--model", model, "--src", str(src),
+           "--out", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=child_env(root, cache), cwd=str(cache.parent), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        if "not an xlpos reorderer model" in proc.stderr:
+            return None
+        raise RuntimeError(f"reorder failed:\n{proc.stderr[-3000:]}")
+    return wall
+
+
 def weights_of(path: Path) -> dict[str, np.ndarray]:
     """The arrays of a model file but its header (which records the training time)."""
     with np.load(path) as z:
@@ -178,12 +197,17 @@ def main() -> int:
     p.add_argument("--train-rounds", type=int, default=1, help="rounds of the training timing (default 1)")
     p.add_argument("--baseline-rev", default=DEFAULT_BASELINE, help=f"git revision of 'before' "
                                                                      f"(default {DEFAULT_BASELINE})")
+    p.add_argument("--cli-model", action="append", default=[],
+                   help="time `xlpos-prep reorder` of --cli-first sentences, start to exit, with this model "
+                        "(repeatable; linear or neural)")
+    p.add_argument("--cli-first", type=int, default=20, help="sentences of the --cli-model runs (default 20)")
     p.add_argument("--json", help="also write the raw figures here")
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="xlpos-cold-start-"))
     variants = {"before": baseline_tree(args.baseline_rev, tmp / "before"), "after": REPO}
-    raw: dict = {v: {"cold": [], "warm": [], "throughput": [], "train_cold": [], "train_warm": []} for v in variants}
+    raw: dict = {v: {"cold": [], "warm": [], "throughput": [], "train_cold": [], "train_warm": [],
+                     **{f"cli {m}": [] for m in args.cli_model}} for v in variants}
     mismatches: list[str] = []
     try:
         for root in variants.values():
@@ -211,6 +235,18 @@ def main() -> int:
                     got = (tmp / f"orders-{v}-{kind}-{rnd}").read_text().splitlines()
                     if got != reference[:len(got)]:
                         mismatches.append(f"round {rnd} {v} {kind}")
+        if args.cli_model:
+            first = tmp / "cli-first.txt"
+            first.write_text("".join(open(args.src, encoding="utf-8").readlines()[:args.cli_first]), encoding="utf-8")
+            for rnd in range(args.rounds):
+                for m in args.cli_model:
+                    for v, root in variants.items():
+                        wall = run_cli_reorder(root, tmp / f"cli-cache-{v}-{rnd}-{len(raw[v][f'cli {m}'])}", m,
+                                               first, tmp / f"cli-out-{v}")
+                        if wall is not None:
+                            raw[v][f"cli {m}"].append(wall)
+                            log(f"round {rnd} {v} reorder CLI ({m}, {args.cli_first} sentences): exits after "
+                                f"{wall:.2f}s")
         if args.train_src:
             for rnd in range(args.train_rounds):
                 for v, root in variants.items():
@@ -247,6 +283,9 @@ def main() -> int:
                 rows.append((f"train-reorderer 1 iteration, {kind} cache, s {unit}",
                              median([t[i] for t in raw["before"][f"train_{kind}"]]),
                              median([t[i] for t in raw["after"][f"train_{kind}"]])))
+    for m in args.cli_model:
+        rows.append((f"reorder CLI of {args.cli_first} sentences, fresh cache, start to exit, s wall: "
+                     f"{Path(m).name}", median(raw["before"][f"cli {m}"]), median(raw["after"][f"cli {m}"])))
     print(f"medians over {args.rounds} rounds ({args.train_rounds} for training); before = {args.baseline_rev}, "
           f"after = working tree; {len(open(args.src).readlines())} sentences in --src")
     print(f"{'':58s} {'before':>9s} {'after':>9s} {'after/before':>12s}")

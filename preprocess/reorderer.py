@@ -68,19 +68,26 @@ import sys
 import time
 import zipfile
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence, Union
 
 import numpy as np
+from numba import typeof
 from tqdm import tqdm
 
 from . import btg, wordclass
 from .io import (SEED, WORKERS, InputError, Shard, atomic_output, declare_files, float_option, int_option,
                  pool_worker_setup, read_tokens, shard_option)
+from .source_vocab import SourceVocabulary, language_of_path
+
+if TYPE_CHECKING:
+    from .neural_reorderer import NeuralReorderer
 
 logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "xlpos-btg-reorderer"
 FORMAT_VERSION = 1
+NEURAL_FORMAT_NAME = "xlpos-neural-btg-reorderer"  # xlpos_prep.neural_reorderer's format (it imports this module)
+KINDS = ("linear", "neural")
 
 FEATURE_GROUPS = {"span": btg.FEAT_SPAN, "children": btg.FEAT_CHILDREN, "terminal": btg.FEAT_TERMINAL,
                   "outside-child": btg.FEAT_OUTSIDE_CHILD, "junction": btg.FEAT_JUNCTION, "wide": btg.FEAT_WIDE,
@@ -275,6 +282,46 @@ class WordEncoder:
 
 
 # -------------------------------------------------------------------------------------------------------------
+# Short jobs on a fresh install
+
+# `reorder` of at most this many sentences parses with btg's numpy path when no compiled kernel is at hand, and
+# starts no compilation: btg compiles in a thread the process waits for at exit (so that numba's cache gets the
+# code), which made a fresh install's first `reorder` of 20 sentences take the ~10 s of the compile. The numpy
+# path does a few hundred short sentences per second, so below this size the compile costs more than it saves.
+INTERPRETED_MAX_SENTENCES = 1000
+
+
+def _parse_interpreted(tok: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
+                       max_span: int, flags: int, inv_penalty: np.ndarray, fallback_length: int,
+                       fallback_margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """btg.parse_batch (same arguments, same output) without compiling: the compiled kernel when this process
+    has it or numba's cache holds it (loading that takes a fraction of a second), else btg's numpy path, which
+    gives the kernel's derivations (tests/test_cold_start.py), fallback included."""
+    args = (tok, offsets, weights, mask, max_term, max_span, flags, inv_penalty)
+    if btg._parse_batch_jit.overloads or btg._in_disk_cache(tuple(typeof(a) for a in args)):
+        return btg.parse_batch(*args, fallback_length, fallback_margin)
+
+    def never() -> bool:
+        return False
+
+    orders, edges, scores, _ = btg._np_parse_batch(*args, never)
+    lengths = np.diff(offsets) - 2
+    thresholds = btg.fallback_thresholds(lengths, fallback_length, fallback_margin)
+    tested = np.flatnonzero(thresholds > 0)
+    if tested.size:
+        sub_tok = np.concatenate([tok[offsets[s]:offsets[s + 1]] for s in tested])
+        sub_offsets = np.zeros(tested.size + 1, dtype=np.int64)
+        np.cumsum(lengths[tested] + 2, out=sub_offsets[1:])
+        straight = np.full(max_span + 1, 1e30)  # btg.parse_batch's search for the best straight derivation
+        s_orders, s_edges, s_scores, _ = btg._np_parse_batch(sub_tok, sub_offsets, weights, mask, max_term,
+                                                             max_span, flags, straight, never)
+        for j, s in enumerate(tested):
+            if scores[s] - s_scores[j] < thresholds[s]:
+                orders[s], edges[s] = s_orders[j], s_edges[j]
+    return btg._concat(orders, edges)
+
+
+# -------------------------------------------------------------------------------------------------------------
 # The model
 
 
@@ -285,9 +332,12 @@ class ModelFileError(ValueError):
 class Reorderer:
     """A trained BTG reorderer. `reorder(words)` gives the source indices in predicted target order."""
 
+    kind = "linear"
+
     def __init__(self, config: ReordererConfig, weights: np.ndarray, training: dict | None = None,
                  state: tuple[np.ndarray, np.ndarray] | None = None, complete: bool = True,
-                 origin: str = "the model", classes: dict[str, int] | None = None):
+                 origin: str = "the model", classes: dict[str, int] | None = None,
+                 source: SourceVocabulary | None = None):
         expected = (1 << config.hash_bits) * btg.N_COLUMNS
         if weights.shape != (expected,):
             raise ValueError(f"weights must have shape ({expected},), got {weights.shape}")
@@ -306,8 +356,12 @@ class Reorderer:
         elif classes is not None:
             self.training["word_classes"] = dict(classes)
         self.classes = classes
+        self.source = source  # language and word set of the training source (models written before: None)
         self.encoder = WordEncoder(config.views, config.hash_key, classes)
         self._inv_penalty = config.inv_penalty
+        # True: parse with btg's numpy path and start no compilation (a short job that would otherwise wait for
+        # the compile to finish before its process exits; `reorder` sets it for small inputs)
+        self.interpreted = False
 
     def with_abstention(self, invert_margin: float | None = None, max_invert_span: int | None = None,
                         fallback_margin: float | None = None, fallback_length: int | None = None) -> "Reorderer":
@@ -318,7 +372,12 @@ class Reorderer:
         if not changes:
             return self
         return Reorderer(replace(self.config, **changes), self.weights, self.training, self.state, self.complete,
-                         self.origin, self.classes)
+                         self.origin, self.classes, self.source)
+
+    def stripped(self) -> "Reorderer":
+        """The model without learner state (what inference needs)."""
+        return Reorderer(self.config, self.weights, self.training, None, self.complete, self.origin, self.classes,
+                         self.source)
 
     # --- inference -------------------------------------------------------------------------------------------
 
@@ -327,7 +386,8 @@ class Reorderer:
             return []
         tok, offsets = self.encoder.encode_batch(sentences)
         c = self.config
-        orders, order_offsets, edges, edge_offsets = btg.parse_batch(
+        parse = _parse_interpreted if self.interpreted else btg.parse_batch
+        orders, order_offsets, edges, edge_offsets = parse(
             tok, offsets, self.weights, c.mask, c.max_term, c.max_span, c.feature_flags, self._inv_penalty,
             c.fallback_length, c.fallback_margin)
         return [btg.ParseResult(orders[order_offsets[s]:order_offsets[s + 1]],
@@ -352,8 +412,11 @@ class Reorderer:
         config = asdict(self.config)
         config["features"] = list(self.config.features)
         config["views"] = list(self.config.views)
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": config, "training": self.training,
-                "complete": self.complete}
+        header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": config, "training": self.training,
+                  "complete": self.complete}
+        if self.source is not None:
+            header["source"] = self.source.header()
+        return header
 
     def save(self, path: str) -> None:
         """Write the model atomically (temporary file + rename)."""
@@ -364,29 +427,25 @@ class Reorderer:
             w, u = self.state
             snz = np.flatnonzero((w != 0) | (u != 0)).astype(np.uint32)
             arrays.update(state_index=snz, state_weight=w[snz], state_sum=u[snz])
+        if self.source is not None:
+            arrays["source_bits"] = self.source.bits
         with atomic_output(path, "wb") as f:
             np.savez(f, **arrays)
 
     @classmethod
     def load(cls, path: str, allow_incomplete: bool = False) -> "Reorderer":
-        """Read a model file; a snapshot of unfinished training is refused unless `allow_incomplete`."""
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such model file")
-        if not zipfile.is_zipfile(path):
-            raise ModelFileError(f"{path}: not an xlpos reorderer model (not an .npz archive)")
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
-            raise ModelFileError(f"{path}: not an xlpos reorderer model (cannot read it as .npz: "
-                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-        try:
-            header = json.loads(str(arrays["header"]))
-            fmt = header["format"]
-        except (KeyError, ValueError, TypeError):
-            raise ModelFileError(f"{path}: not an xlpos reorderer model (no valid header)") from None
-        if fmt != FORMAT_NAME:
-            raise ModelFileError(f"{path}: not an xlpos reorderer model (format {fmt!r})")
+        """Read a linear model file; a snapshot of unfinished training is refused unless `allow_incomplete`.
+        `load_reorderer` reads either kind."""
+        header, arrays = read_model_file(path)
+        if header["format"] != FORMAT_NAME:
+            raise ModelFileError(f"{path}: not a linear xlpos reorderer (format {header['format']!r}; "
+                                 f"xlpos_prep.reorderer.load_reorderer reads every kind)")
+        return cls.from_arrays(path, header, arrays, allow_incomplete)
+
+    @classmethod
+    def from_arrays(cls, path: str, header: dict, arrays: dict[str, np.ndarray],
+                    allow_incomplete: bool = False) -> "Reorderer":
+        """A linear model from a read model file's header and arrays (see `read_model_file`)."""
         if header.get("version") != FORMAT_VERSION:
             raise ModelFileError(f"{path}: unsupported version {header.get('version')} of {FORMAT_NAME} "
                                  f"(this xlpos reads version {FORMAT_VERSION})")
@@ -410,8 +469,12 @@ class Reorderer:
             if any(class_view_size(v) for v in config.views) and not (
                     isinstance(training, dict) and isinstance(training.get("word_classes"), dict)):
                 raise KeyError("training.word_classes")
+            source = (SourceVocabulary.from_file(header["source"], arrays["source_bits"])
+                      if "source" in header else None)
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ModelFileError(f"{path}: corrupt xlpos reorderer model ({type(e).__name__}: {e})") from None
+        if not np.isfinite(weights).all() or (state is not None and not all(np.isfinite(a).all() for a in state)):
+            raise ModelFileError(f"{path}: the model has non-finite weights (NaN or inf): refusing it")
         complete = header.get("complete", True) is not False  # models written before the flag are complete
         if not complete and not allow_incomplete:
             options = training.get("options", {}) if isinstance(training, dict) else {}
@@ -419,7 +482,44 @@ class Reorderer:
                 f"{path}: an incomplete reorderer (a snapshot of training stopped after "
                 f"{training.get('iterations_done', '?')} of {options.get('iterations', '?')} iterations); finish "
                 f"it with `xlpos-prep train-reorderer ... --resume`")
-        return cls(config, weights, training, state, complete=complete, origin=path)
+        return cls(config, weights, training, state, complete=complete, origin=path, source=source)
+
+
+def read_model_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """(header, arrays) of a reorderer model file of any kind, or a one-line error naming the file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such model file")
+    if not zipfile.is_zipfile(path):
+        raise ModelFileError(f"{path}: not an xlpos reorderer model (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise ModelFileError(f"{path}: not an xlpos reorderer model (cannot read it as .npz: "
+                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    try:
+        header = json.loads(str(arrays["header"]))
+        fmt = header["format"]
+    except (KeyError, ValueError, TypeError):
+        raise ModelFileError(f"{path}: not an xlpos reorderer model (no valid header)") from None
+    if fmt not in (FORMAT_NAME, NEURAL_FORMAT_NAME):
+        raise ModelFileError(f"{path}: not an xlpos reorderer model (format {fmt!r})")
+    return header, arrays
+
+
+AnyReorderer = Union["Reorderer", "NeuralReorderer"]
+
+
+def load_reorderer(path: str, allow_incomplete: bool = False) -> AnyReorderer:
+    """Read a reorderer model file of either kind (linear or neural), told apart by the format in its header.
+
+    Every command and library entry point that reads a model goes through here; a snapshot of unfinished
+    training is refused unless `allow_incomplete`, a model with non-finite weights always."""
+    header, arrays = read_model_file(path)
+    if header["format"] == NEURAL_FORMAT_NAME:
+        from .neural_reorderer import NeuralReorderer
+        return NeuralReorderer.from_arrays(path, header, arrays, allow_incomplete)
+    return Reorderer.from_arrays(path, header, arrays, allow_incomplete)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -479,21 +579,27 @@ def _selection_score(dev_scores: dict) -> float:
     return dev_scores["corpus_tau"] + dev_scores["corpus_frs"]
 
 
+def check_parallel(sentences: list[list[str]], ranks: list[list[int]]) -> None:
+    """Training sentences and their oracle ranks must be parallel, word for word."""
+    if len(sentences) != len(ranks):
+        raise ValueError(f"{len(sentences)} sentences but {len(ranks)} oracle rank lines")
+    for s, (w, r) in enumerate(zip(sentences, ranks)):
+        if len(w) != len(r):
+            raise ValueError(f"sentence {s + 1}: {len(w)} words but {len(r)} oracle ranks")
+
+
 def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererConfig = ReordererConfig(),
           options: TrainOptions = TrainOptions(), dev: DevSet | None = None, resume: Reorderer | None = None,
-          on_iteration=None, progress: bool = True) -> Reorderer:
+          on_iteration=None, progress: bool = True, src_lang: str | None = None) -> Reorderer:
     """Train a reorderer with the latent-derivation online learner (see btg.train_batch).
 
     `ranks` must be dense oracle ranks (preprocess.oracle.read_oracle checks that). With `dev`, the averaged
     weights of the iteration with the best dev corpus tau + FRS are kept; without, those of the last iteration.
     `on_iteration(reorderer, report)` is called after each iteration (the CLI saves the model there).
     `resume` continues a model saved with its learner state (same config and options except iterations).
+    The model records `src_lang` and the set of training words (`reorder` warns when its input is mostly others).
     """
-    if len(sentences) != len(ranks):
-        raise ValueError(f"{len(sentences)} sentences but {len(ranks)} oracle rank lines")
-    for s, (w, r) in enumerate(zip(sentences, ranks)):
-        if len(w) != len(r):
-            raise ValueError(f"sentence {s + 1}: {len(w)} words but {len(r)} oracle ranks")
+    check_parallel(sentences, ranks)
     keep = [s for s, w in enumerate(sentences) if 2 <= len(w) <= options.max_len]
     too_long = sum(len(w) > options.max_len for w in sentences)
     if too_long:
@@ -502,8 +608,10 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
     if not keep:
         raise ValueError("no training sentence of 2..max-len words")
     classes = None
+    source = SourceVocabulary.build(sentences, src_lang)
     if resume is not None:
         classes = resume.classes
+        source = resume.source
         if "fallback_length" not in resume.training.get("options", {}):
             # a model from before the fallback (its config has none): resumed as it was begun
             options = replace(options, fallback_length=0)
@@ -597,9 +705,9 @@ def train(sentences: list[list[str]], ranks: list[list[int]], config: ReordererC
         training["history"] = history
         if best is not None:
             training.update(best_iteration=best[1], best_selection=best[0])
-            model = Reorderer(config, best[2], training, (weights, sums), classes=classes)
+            model = Reorderer(config, best[2], training, (weights, sums), classes=classes, source=source)
         else:
-            model = Reorderer(config, averaged, training, (weights, sums), classes=classes)
+            model = Reorderer(config, averaged, training, (weights, sums), classes=classes, source=source)
         logger.info("iteration %d: %d updates, loss %.3f (oracle %.3f), %.1fs%s", iteration + 1, updates,
                     report.train_loss, report.oracle_loss, report.seconds,
                     "" if report.dev is None else
@@ -651,9 +759,28 @@ _invert_span_option.__name__ = "auto or integer"
 assert AUTO_INVERT_SPAN == AUTO_FALLBACK_LENGTH  # one "auto" value for both options
 
 
+def _check_kind_options(args: argparse.Namespace) -> None:
+    """An option of the other kind of reorderer, set to anything but its default, is an error naming it."""
+    linear, neural = _kind_defaults()
+    other = neural if args.kind == "linear" else linear
+    for dest, default in other.items():
+        if getattr(args, dest) != default:
+            raise ValueError(f"--{dest.replace('_', '-')} is an option of --kind "
+                             f"{'neural' if args.kind == 'linear' else 'linear'}, not of --kind {args.kind}")
+
+
 def run_train_reorderer(args: argparse.Namespace) -> int:
     if (args.dev_src is None) != (args.dev_oracle is None):
         raise ValueError("--dev-src and --dev-oracle go together")
+    _check_kind_options(args)
+    src_lang = args.src_lang if args.src_lang is not None else language_of_path(args.src)
+    margins = CLI_MARGINS[args.kind]
+    if args.invert_margin is None:
+        args.invert_margin = margins[0]
+    if args.fallback_margin is None:
+        args.fallback_margin = margins[1]
+    if args.kind == "neural":
+        return _run_train_neural(args, src_lang)
     config = ReordererConfig(hash_bits=args.hash_bits, max_term=args.max_term, max_span=args.max_span,
                              features=tuple(args.features.split(",")), views=tuple(args.views.split(",")),
                              invert_margin=args.invert_margin, fallback_margin=args.fallback_margin)
@@ -681,13 +808,13 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
         # After every iteration, under another name and marked incomplete, with the learner state: an
         # interrupted run can be resumed, and the model path never holds a partly trained model.
         Reorderer(model.config, model.weights, model.training, model.state, complete=False,
-                  classes=model.classes).save(snapshot)
+                  classes=model.classes, source=model.source).save(snapshot)
 
-    model = train(sentences, ranks, config, options, dev, resume, on_iteration=save_snapshot)
+    model = train(sentences, ranks, config, options, dev, resume, on_iteration=save_snapshot, src_lang=src_lang)
     # The learner state stays in the final model when asked for, or when extending a finished --resumable model;
     # a run resumed from its snapshot ends as the uninterrupted run would.
     keep_state = args.resumable or (resume is not None and resume.complete)
-    final = model if keep_state else Reorderer(model.config, model.weights, model.training, classes=model.classes)
+    final = model if keep_state else model.stripped()
     final.save(args.model)
     if os.path.exists(snapshot):
         os.unlink(snapshot)
@@ -698,9 +825,52 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_train_neural(args: argparse.Namespace, src_lang: str | None) -> int:
+    from .neural_reorderer import NeuralReorderer
+    from .neural_train import run_train_neural
+    snapshot = snapshot_path(args.model)
+    resume = None
+    if args.resume:
+        path = snapshot if os.path.exists(snapshot) else args.model
+        if not os.path.exists(path):
+            raise InputError(args.model, None, f"--resume: neither this model nor its snapshot {snapshot} exists")
+        resume = load_reorderer(path, allow_incomplete=True)
+        if not isinstance(resume, NeuralReorderer) or resume.state is None:
+            raise InputError(path, None, "--resume: not the snapshot of an interrupted --kind neural run")
+    elif os.path.exists(snapshot):
+        logger.warning("%s: snapshot of an earlier, interrupted run; starting over (--resume would continue it)",
+                       snapshot)
+    sentences, ranks = _read_corpus(args.src, args.oracle)
+    if not any(2 <= len(s) <= args.max_len for s in sentences):
+        raise InputError(args.src, None, f"no training sentence of 2..{args.max_len} words (--max-len)")
+    dev = _read_corpus(args.dev_src, args.dev_oracle) if args.dev_src else None
+    source = resume.source if resume is not None else SourceVocabulary.build(sentences, src_lang)
+    return run_train_neural(args, sentences, ranks, dev, source, snapshot, resume)
+
+
+# --invert-margin / --fallback-margin defaults per kind (model-score units differ: summed feature weights for the
+# linear model, summed pair log-odds for the neural one)
+CLI_MARGINS = {"linear": (CLI_INVERT_MARGIN, CLI_FALLBACK_MARGIN), "neural": (0.0, 1.5)}
+
+
+def _kind_defaults() -> tuple[dict, dict]:
+    """train-reorderer options of one kind only -> their defaults (LINEAR_ONLY, NEURAL_ONLY)."""
+    from .neural_reorderer import NeuralConfig, NeuralTrainOptions
+    o, n, c = TrainOptions(), NeuralTrainOptions(), NeuralConfig()
+    linear = {"iterations": o.iterations, "loss": o.loss, "update": o.update, "pa_c": o.pa_c,
+              "loss_norm": o.loss_norm, "chunk_weight": o.chunk_weight, "hash_bits": CLI_HASH_BITS,
+              "features": ",".join(CLI_FEATURES), "views": ",".join(CLI_VIEWS), "resumable": False}
+    neural = {"epochs": n.epochs, "lr": n.lr, "batch_pairs": n.batch_pairs, "dropout": n.dropout,
+              "word_dropout": n.word_dropout, "min_count": n.min_count, "device": n.device, "threads": n.threads,
+              "word_dim": c.word_dim, "hash_buckets": c.hash_buckets, "hidden": c.hidden, "layers": c.layers,
+              "pair_dim": c.pair_dim, "gain": c.gain}
+    return linear, neural
+
+
 def configure_train_reorderer(parser: argparse.ArgumentParser) -> None:
     parser.epilog = """examples:
   xlpos-prep train-reorderer --src train.en --oracle train.oracle --model en-ja.reorderer
+  xlpos-prep train-reorderer --kind neural --src train.en --oracle train.oracle --model en-ja.reorderer
   xlpos-prep train-reorderer --src train.en --oracle train.oracle --model en-ja.reorderer \\
       --dev-src dev.en --dev-oracle dev.oracle --iterations 20
   xlpos-prep train-reorderer --src train.en --oracle train.oracle --model m --resumable --iterations 5
@@ -709,17 +879,27 @@ def configure_train_reorderer(parser: argparse.ArgumentParser) -> None:
 The model file is written once, when training has finished. After every iteration the model so far is kept in
 MODEL.snapshot (marked incomplete, with the learner state): after an interruption, --resume continues from it.
 With --dev-src/--dev-oracle the model keeps the averaged weights of the iteration with the best dev corpus
-Kendall tau + fuzzy reordering score."""
+Kendall tau + fuzzy reordering score (--kind neural: the epoch with the best).
+
+--kind linear (default): the discriminative BTG reorderer with sparse lexical features. --kind neural: a BiLSTM
+over the sentence scores word pairs and the same BTG search orders them (docs/reorderer-neural.md); training
+needs torch, reordering does not. `reorder` and everything else read either kind."""
+    from .neural_reorderer import GAINS, NeuralConfig, NeuralTrainOptions
+    nc, no = NeuralConfig(), NeuralTrainOptions()
     d = ReordererConfig(hash_bits=CLI_HASH_BITS, features=CLI_FEATURES, views=CLI_VIEWS,
                         invert_margin=CLI_INVERT_MARGIN, fallback_margin=CLI_FALLBACK_MARGIN)
     o = TrainOptions()
+    parser.add_argument("--kind", choices=KINDS, default="linear",
+                        help="linear (sparse features, default) or neural (BiLSTM pair scores)")
     parser.add_argument("--src", required=True, help="tokenized source sentences")
     parser.add_argument("--oracle", required=True, help="oracle ranks (`xlpos-prep oracle`), parallel to --src")
     parser.add_argument("--model", required=True, help="output model file (.npz; written atomically)")
+    parser.add_argument("--src-lang", help="language of --src, kept in the model (default: the file suffix of "
+                                           "--src when it looks like a language code, e.g. train.en -> en)")
     parser.add_argument("--dev-src", help="held-out source sentences: scored after every iteration")
     parser.add_argument("--dev-oracle", help="oracle ranks of --dev-src")
     parser.add_argument("--iterations", type=int_option(1, 10_000), default=o.iterations,
-                        help=f"passes (default {o.iterations})")
+                        help=f"linear: passes (default {o.iterations})")
     parser.add_argument("--loss", choices=LOSSES, default=o.loss, help=f"training loss (default {o.loss})")
     parser.add_argument("--update", choices=list(UPDATES), default=o.update,
                         help=f"online update rule (default {o.update})")
@@ -749,18 +929,49 @@ Kendall tau + fuzzy reordering score."""
                         help=f"when reordering, spans longer than this stay straight (abstention where training "
                              f"had no evidence); auto: {INVERT_SPAN_FACTOR} x the longest training sentence; "
                              f"0: no limit (default auto)")
-    parser.add_argument("--invert-margin", type=float_option(0, 1e6), default=d.invert_margin,
+    parser.add_argument("--invert-margin", type=float_option(0, 1e6), default=None,
                         help=f"when reordering, an inversion must beat the straight order by this model score "
-                             f"(default {d.invert_margin})")
+                             f"(default {CLI_MARGINS['linear'][0]} linear, {CLI_MARGINS['neural'][0]} neural)")
     parser.add_argument("--fallback-length", type=_invert_span_option, default="auto",
                         help="when reordering, sentences longer than this are tested for the fallback to "
                              "monotone; auto: the longest training sentence; 0: never (default auto)")
-    parser.add_argument("--fallback-margin", type=float_option(0, 1e6), default=d.fallback_margin,
+    parser.add_argument("--fallback-margin", type=float_option(0, 1e6), default=None,
                         help=f"when reordering, a sentence e words longer than --fallback-length keeps the "
                              f"model's order only if it beats the monotone order by this x e^2 model score, else "
-                             f"it stays monotone; 0: no fallback (default {d.fallback_margin})")
+                             f"it stays monotone; 0: no fallback (default {CLI_MARGINS['linear'][1]} linear, "
+                             f"{CLI_MARGINS['neural'][1]} neural)")
     parser.add_argument("--resumable", action="store_true",
-                        help="also store the learner state in the model, so --resume can continue training")
+                        help="linear: also store the learner state in the model, so --resume can continue training")
+    neural = parser.add_argument_group("--kind neural")
+    neural.add_argument("--epochs", type=int_option(1, 1000), default=no.epochs,
+                        help=f"passes over the training sentences (default {no.epochs})")
+    neural.add_argument("--lr", type=float_option(0, 1, lo_open=True), default=no.lr,
+                        help=f"peak Adam learning rate (default {no.lr})")
+    neural.add_argument("--batch-pairs", type=int_option(100, 10_000_000), default=no.batch_pairs,
+                        help=f"a batch holds at most this many (sentences x length^2) (default {no.batch_pairs})")
+    neural.add_argument("--dropout", type=float_option(0, 0.9), default=no.dropout,
+                        help=f"dropout of embeddings and LSTM outputs (default {no.dropout})")
+    neural.add_argument("--word-dropout", type=float_option(0, 0.9), default=no.word_dropout,
+                        help=f"share of known words shown as unknown in training (default {no.word_dropout})")
+    neural.add_argument("--min-count", type=int_option(1, 1_000_000), default=no.min_count,
+                        help=f"words seen fewer times get no embedding of their own (default {no.min_count})")
+    neural.add_argument("--word-dim", type=int_option(8, 1024), default=nc.word_dim,
+                        help=f"word embedding size (default {nc.word_dim})")
+    neural.add_argument("--hash-buckets", type=int_option(1, 1 << 24), default=nc.hash_buckets,
+                        help=f"rows of the hashed prefix/suffix/shape embeddings (default {nc.hash_buckets})")
+    neural.add_argument("--hidden", type=int_option(8, 2048), default=nc.hidden,
+                        help=f"LSTM size per direction (default {nc.hidden})")
+    neural.add_argument("--layers", type=int_option(1, 8), default=nc.layers,
+                        help=f"BiLSTM layers (default {nc.layers})")
+    neural.add_argument("--pair-dim", type=int_option(8, 2048), default=nc.pair_dim,
+                        help=f"hidden size of the pair scorer (default {nc.pair_dim})")
+    neural.add_argument("--gain", choices=GAINS, default=nc.gain,
+                        help="what the search sums over inverted pairs: logodds (pair log-odds) or prob "
+                             f"(p(inverted) - p(straight), the expected Kendall tau) (default {nc.gain})")
+    neural.add_argument("--device", choices=("auto", "cpu", "cuda"), default=no.device,
+                        help=f"where to train; auto: a GPU when there is one (default {no.device})")
+    neural.add_argument("--threads", type=int_option(0, 1024), default=no.threads,
+                        help="CPU threads for training (default 0: torch's choice)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from MODEL.snapshot, or the --model file (saved with "
                              "--resumable), up to --iterations")
@@ -772,13 +983,13 @@ Kendall tau + fuzzy reordering score."""
 # -------------------------------------------------------------------------------------------------------------
 # CLI: reorder
 
-_worker_model: Reorderer | None = None
+_worker_model: AnyReorderer | None = None
 
 
 def _init_reorder_worker(model_path: str, abstention: tuple) -> None:
     global _worker_model
     pool_worker_setup()
-    _worker_model = Reorderer.load(model_path).with_abstention(*abstention)
+    _worker_model = load_reorderer(model_path).with_abstention(*abstention)
 
 
 def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | None]]:
@@ -790,7 +1001,7 @@ def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | N
 
 
 def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1, with_trees: bool = False,
-                  progress: bool = True, model: Reorderer | None = None,
+                  progress: bool = True, model: AnyReorderer | None = None,
                   abstention: tuple = (None, None, None, None)) -> Iterable[tuple[str, str | None]]:
     """(order line, tree line or None) per sentence, in input order, with `workers` processes.
 
@@ -805,7 +1016,7 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
     try:
         if workers == 1:
             global _worker_model
-            _worker_model = model if model is not None else Reorderer.load(model_path).with_abstention(*abstention)
+            _worker_model = model if model is not None else load_reorderer(model_path).with_abstention(*abstention)
             for job in jobs:
                 chunk = _reorder_chunk(job)
                 yield from chunk
@@ -820,11 +1031,17 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
 
 
 def run_reorder(args: argparse.Namespace) -> int:
-    model = Reorderer.load(args.model)  # fail early, with the model file named, before reading the corpus
+    model = load_reorderer(args.model)  # fail early, with the model file named, before reading the corpus
     abstention = (args.invert_margin, args.max_invert_span, args.fallback_margin, args.fallback_length)
     model = model.with_abstention(*abstention)
     sentences = read_tokens(args.src, allow_empty=True)
     start, end = Shard.parse(args.shard).bounds(len(sentences))
+    if model.source is not None:
+        warning = model.source.warning(sentences[start:end], args.src, args.model)
+        if warning:
+            logger.warning(warning)
+    if isinstance(model, Reorderer) and end - start <= INTERPRETED_MAX_SENTENCES:
+        model.interpreted = True  # a short job: no compile to wait for at exit (workers > 1 fork this model)
     t0 = time.perf_counter()
     with atomic_output(args.out) as out:
         if args.trees:

@@ -35,7 +35,7 @@ from xlpos_prep.subword import WORD_BOUNDARY, piece_word_ids, xl_positions_for_p
 from xlpos.data.xl_positions_dataset import rerank
 
 if TYPE_CHECKING:  # numba and the BTG code are imported only when a reorderer is loaded
-    from xlpos_prep.reorderer import Reorderer
+    from xlpos_prep.reorderer import AnyReorderer
 
 logger = logging.getLogger(__name__)
 
@@ -85,17 +85,18 @@ def resolve_model_path(path: str, search_dirs: Sequence[str], what: str) -> str:
 
 
 def read_reorderer_file(path: str) -> ModelFile:
-    """Validate a reorderer model file (``Reorderer.load``) and return its bytes, without learner state."""
-    from xlpos_prep.reorderer import Reorderer
+    """Validate a reorderer model file of either kind (``load_reorderer``) and return its bytes, without learner
+    state."""
+    from xlpos_prep.reorderer import load_reorderer
 
-    reorderer = Reorderer.load(path)  # one-line FileNotFoundError / ModelFileError naming the file
+    reorderer = load_reorderer(path)  # one-line FileNotFoundError / ModelFileError naming the file
     if reorderer.state is None:
         with open(path, "rb") as f:
             return ModelFile("reorderer", f.read(), path)
     # A --resumable model carries the raw learner state, which inference never uses: store the weights only.
     with tempfile.TemporaryDirectory() as tmp:
         stripped = os.path.join(tmp, "reorderer.npz")
-        Reorderer(reorderer.config, reorderer.weights, reorderer.training).save(stripped)
+        reorderer.stripped().save(stripped)
         with open(stripped, "rb") as f:
             return ModelFile("reorderer", f.read(), path)
 
@@ -110,16 +111,16 @@ def read_spm_file(path: str) -> ModelFile:
     return ModelFile("sentencepiece", data, path)
 
 
-def load_reorderer(model: ModelFile) -> "Reorderer":
-    from xlpos_prep.reorderer import Reorderer
+def load_reorderer(model: ModelFile) -> "AnyReorderer":
+    from xlpos_prep import reorderer
 
-    # Reorderer.load validates the format and version and reads only from a file.
+    # reorderer.load_reorderer tells the kinds apart, validates the format and version, and reads only from a file.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "reorderer.npz")
         with open(path, "wb") as f:
             f.write(model.data)
         try:
-            return Reorderer.load(path)
+            return reorderer.load_reorderer(path)
         except ValueError as e:
             raise ValueError(f"{model.origin}: {str(e).split(': ', 1)[-1]}") from None
 
@@ -202,7 +203,7 @@ class XLPositionPipeline:
         max_source_tokens: the most source tokens (EOS included) the model accepts; longer inputs are truncated.
     """
 
-    def __init__(self, src_dict, reorderer: Optional[Reorderer], sentencepiece=None,
+    def __init__(self, src_dict, reorderer: Optional[AnyReorderer], sentencepiece=None,
                  word_tokenizer: Callable[[str], list[str]] = str.split, max_source_tokens: Optional[int] = None):
         self.src_dict = src_dict
         self.reorderer = reorderer
