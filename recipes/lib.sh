@@ -30,6 +30,78 @@ xl_need_file() { [ -f "$1" ] || xl_die "$1 not found. $2"; }
 # xl_check_parallel FILE...: files exist, have equal line counts and no empty line.
 xl_check_parallel() { xlpos-prep check-parallel "$@" || exit 1; }
 
+# ---------------------------------------------------------------------------------------------------- downloads
+# xl_source_url URL: where URL is fetched from. XLPOS_MIRROR (a URL, e.g. http://host:8000/wmt or file:///data/wmt,
+# or a local directory) holds copies of the files laid out as HOST/PATH of their original URLs, the layout
+# `wget -x URL` and $WORK/download both use, so one $WORK/download can serve as the mirror of the next run.
+xl_source_url() {
+  local url=$1 mirror=${XLPOS_MIRROR:-}
+  if [ -z "$mirror" ]; then echo "$url"; return 0; fi
+  if [[ $mirror != *://* ]]; then
+    [ -d "$mirror" ] || xl_die "XLPOS_MIRROR=$mirror is neither a URL nor a directory"
+    mirror=file://$(cd "$mirror" && pwd)
+  fi
+  echo "${mirror%/}/${url#*://}"
+}
+
+# xl_fetch URL OUT: download URL (through XLPOS_MIRROR when set) to OUT, resuming a partial download. OUT appears
+# only complete (the transfer goes to OUT.part, renamed at the end), so an existing OUT is never fetched again.
+# Each try resumes from what OUT.part holds (curl -C -, an HTTP Range request); a server that cannot resume gets
+# the whole file again. XL_FETCH_TRIES (default 5) tries, XL_FETCH_WAIT seconds apart (default 10, doubling).
+xl_fetch() {
+  local url=$1 out=$2 src try code rc wait=${XL_FETCH_WAIT:-10} tries=${XL_FETCH_TRIES:-5}
+  [ -f "$out" ] && return 0
+  src=$(xl_source_url "$url") || exit 1
+  mkdir -p "$(dirname "$out")"
+  for ((try = 1; try <= tries; try++)); do
+    if [ -s "$out.part" ]; then xl_log "resume $src at byte $(stat -c %s "$out.part")"; else xl_log "download $src"; fi
+    rc=0
+    code=$(curl -fSL --connect-timeout 60 -C - -w '%{http_code}' -o "$out.part" "$src") || rc=$?
+    if [ "$rc" = 0 ]; then
+      mv -f "$out.part" "$out"
+      return 0
+    fi
+    case $rc/$code in
+      22/404|37/*)
+        rm -f "$out.part"
+        xl_die "$src not found (curl exit $rc, HTTP $code)${XLPOS_MIRROR:+; XLPOS_MIRROR must hold it as \
+${url#*://}}" ;;
+      # The server ignored the Range request (33), curl could not seek (36), or OUT.part is as long as the file or
+      # longer (416; a run killed between the transfer and the rename): starting over is the answer we can trust.
+      33/*|36/*|22/416) xl_log "cannot resume $src (curl exit $rc, HTTP $code): starting it over"; rm -f "$out.part" ;;
+    esac
+    if [ "$try" -lt "$tries" ]; then
+      xl_log "download of $src failed (curl exit $rc); trying again in $wait s"
+      sleep "$wait"
+      wait=$((wait * 2))
+    fi
+  done
+  xl_die "could not download $src in $tries tries; rerun to resume it, or put a copy under XLPOS_MIRROR (laid \
+out as ${url#*://}, see recipes/lib.sh)"
+}
+
+# xl_extract ARCHIVE DIR MEMBER...: the MEMBERs of the (gzipped) tar ARCHIVE as DIR/MEMBER, a step of its own.
+# Only these members are written: WMT's archives hold every language pair of the year (GBs we do not need).
+# --no-anchored: a member matches whether the archive stores it as `training/x` or `./training/x`.
+xl_extract() {
+  local archive=$1 dir=$2 outs=() m
+  shift 2
+  for m in "$@"; do outs+=("$dir/$m"); done
+  mkdir -p "$dir"
+  xlpos-prep step "${outs[@]}" --message "extract $* from $archive" -- \
+    tar -xzf "$archive" -C "$dir" --no-anchored "$@" \
+    || xl_die "could not extract $* from $archive (a damaged download? delete it to fetch it again)"
+}
+
+# xl_stop_after STAGE: end the recipe here when STOP_AFTER=STAGE (raw: the corpus is downloaded and extracted into
+# $WORK/raw; tok: it is tokenized and cleaned into $WORK/tok), e.g. to check the data before the long steps.
+xl_stop_after() {
+  if [ "${STOP_AFTER:-}" = "$1" ]; then
+    xl_log "STOP_AFTER=$1: stopping after the $1 stage ($WORK/$1)"
+    exit 0
+  fi
+}
+
 xl_lines() { wc -l < "$1" | tr -d ' '; }
 
 # xl_raw_text_args [normalize]: the XL checkpoint settings that let fairseq-interactive and the hub take raw $SRC
@@ -122,6 +194,8 @@ xl_defaults() {
   : "${GEN_ARGS:=}"                # extra fairseq-generate arguments, e.g. "--max-len-a 1.2 --max-len-b 10"
   : "${FP16:=1}"                   # on GPU only
   : "${VERBOSE:=0}"                # 1: show fairseq's logs as well as writing them to files
+  : "${STOP_AFTER:=}"              # raw | tok: end after that stage (xl_stop_after); empty: run everything
+  : "${XLPOS_MIRROR:=}"            # where downloads come from instead of their hosts (xl_source_url)
   local system var
   # Integers the recipes compute with or pass on: a typo stops here, naming the variable, not in bash arithmetic.
   for var in WORKERS SEED ALIGN_LINES REORDER_TRAIN_LINES REORDER_ITERATIONS REORDER_SHARDS SPM_VOCAB MAX_TOKENS \
@@ -129,6 +203,7 @@ xl_defaults() {
     [ -z "${!var+x}" ] || [[ ${!var} =~ ^[0-9]+$ ]] || xl_die "$var must be a non-negative integer, not '${!var}'"
   done
   [ "$WORKERS" -ge 1 ] || xl_die "WORKERS must be at least 1, not '$WORKERS'"
+  case $STOP_AFTER in ''|raw|tok) ;; *) xl_die "STOP_AFTER must be raw or tok (or empty), not '$STOP_AFTER'" ;; esac
   for system in $SYSTEMS; do
     case $system in baseline|xl-input|xl-head|xl-rope) ;;
       *) xl_die "unknown system '$system' in SYSTEMS (use baseline, xl-input, xl-head, xl-rope)" ;; esac
@@ -156,7 +231,13 @@ xl_prepare() {
               --reorder-iterations "$REORDER_ITERATIONS" --reorder-shards "$REORDER_SHARDS"
               --spm-vocab "$SPM_VOCAB" --spm-type "$SPM_TYPE" --spm-coverage "$SPM_COVERAGE")
   [ -n "$REORDER_LOSS" ] && args+=(--reorder-loss "$REORDER_LOSS")
-  [ -n "$REORDER_ARGS" ] && args+=(--reorder-args "$REORDER_ARGS")
+  # A recipe that cleans by length (CLEAN_MAX_LEN) trains the reorderer on every sentence it kept: train-reorderer
+  # skips longer ones (its default --max-len is 100 words), and its fallback then keeps a sentence longer than its
+  # longest training sentence monotone unless the model beats that by a margin growing with the square of the
+  # excess: most of WMT's 100-250-word sentences. REORDER_ARGS comes after, so a --max-len there wins.
+  local reorder_args=$REORDER_ARGS
+  [ -n "${CLEAN_MAX_LEN:-}" ] && reorder_args="--max-len $CLEAN_MAX_LEN${reorder_args:+ $reorder_args}"
+  [ -n "$reorder_args" ] && args+=(--reorder-args "$reorder_args")
   [ -n "$ATTACH_NULL" ] && args+=(--attach-null "$ATTACH_NULL")
   [ "$VERBOSE" = 1 ] && args+=(--verbose-steps)
   xlpos-prep prepare "${args[@]}" || exit 1
@@ -254,23 +335,41 @@ xl_tokenize_and_clean() {
 }
 
 # xl_wmt_eval_sets SRC_LANG REF_LANG: $WORK/raw/{valid,test}.{SRC_LANG,REF_LANG} from DATA when it has them, else
-# fetched with sacrebleu ($VALID_SET, $TEST_SET; sacrebleu's pair is SRC_LANG-REF_LANG).
+# sacreBLEU's test sets $VALID_SET and $TEST_SET (sacreBLEU's pair SRC_LANG-REF_LANG): the archive sacreBLEU names
+# is downloaded by xl_fetch (XLPOS_MIRROR, resuming) and its files turned into text as sacreBLEU does
+# (wmt_sets.py); a set that is not one archive of SGML or text files is fetched by sacrebleu itself.
 xl_wmt_eval_sets() {
-  local raw=$WORK/raw split set_name lang side
+  local raw=$WORK/raw split set_name lang side where url members archive dir rc
   for split in valid test; do
     set_name=$VALID_SET
     [ "$split" = test ] && set_name=$TEST_SET
-    for lang in "$1" "$2"; do
-      if [ -n "$DATA" ] && [ -f "$DATA/$split.$lang" ]; then
-        xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/$split.$lang"
-      else
+    if [ -n "$DATA" ] && [ -f "$DATA/$split.$1" ] && [ -f "$DATA/$split.$2" ]; then
+      for lang in "$1" "$2"; do xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/$split.$lang"; done
+      xl_check_parallel "$raw/$split.$1" "$raw/$split.$2"
+      continue
+    fi
+    rc=0
+    where=$("${PYTHON:-python}" "$XL_RECIPES_DIR/wmt_sets.py" locate "$set_name" "$1-$2") || rc=$?
+    if [ "$rc" = 0 ]; then
+      mapfile -t members <<< "$where"  # URL, source file, reference file
+      url=${members[0]}
+      archive=$WORK/download/${url#*://}
+      dir=$archive.d
+      xl_fetch "$url" "$archive"
+      xl_extract "$archive" "$dir" "${members[1]}" "${members[2]}"
+      xl_step "$raw/$split.$1" --stdout -- "${PYTHON:-python}" "$XL_RECIPES_DIR/wmt_sets.py" text "$dir/${members[1]}"
+      xl_step "$raw/$split.$2" --stdout -- "${PYTHON:-python}" "$XL_RECIPES_DIR/wmt_sets.py" text "$dir/${members[2]}"
+    elif [ "$rc" = 3 ]; then
+      for lang in "$1" "$2"; do
         side=src
         [ "$lang" = "$2" ] && side=ref
         xlpos-prep step "$raw/$split.$lang" --stdout --message "sacrebleu -t $set_name -l $1-$2 --echo $side" -- \
           sacrebleu -t "$set_name" -l "$1-$2" --echo "$side" \
           || xl_die "could not fetch $set_name with sacrebleu (network?); put $split.{$1,$2} into DATA instead"
-      fi
-    done
+      done
+    else
+      exit 1  # wmt_sets.py said why (an unknown set or language pair)
+    fi
     xl_check_parallel "$raw/$split.$1" "$raw/$split.$2"
   done
 }

@@ -7,7 +7,9 @@
 #   DATA=/path/to/multi30k bash recipes/multi30k_en_de.sh   # local train/val/test_2016_flickr.{en,de}
 #   DIRECTION=de-en bash recipes/multi30k_en_de.sh     # the reverse direction
 #
-# Data: https://github.com/multi30k/dataset (data/task1/raw/*.gz).
+# Data: https://github.com/multi30k/dataset (data/task1/raw/{train,val,test_2016_flickr}.{en,de}.gz), downloaded
+# from URL into $WORK/download (resumed when a run is killed; XLPOS_MIRROR: a local copy instead, see lib.sh).
+# STOP_AFTER=raw|tok: stop once the corpus is downloaded / tokenized.
 set -euo pipefail
 # shellcheck source=recipes/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -37,13 +39,12 @@ mkdir -p "$raw" "$tok"
 declare -A NAME=([train]=train [valid]=val [test]=test_2016_flickr)
 if [ -z "$DATA" ]; then
   DATA=$WORK/download
-  mkdir -p "$DATA"
   for split in train valid test; do
     for lang in en de; do
       f=${NAME[$split]}.$lang
-      xlpos-prep step "$DATA/$f" --stdout --message "download $URL/$f.gz" -- \
-        bash -o pipefail -c 'curl -fsSL --retry 3 "$1" | gunzip -c' _ "$URL/$f.gz" || xl_die "could not download \
-$URL/$f.gz; fetch train/val/test_2016_flickr.{en,de} by hand into a directory and set DATA to it"
+      gz=$DATA/${URL#*://}/$f.gz  # as xl_fetch's mirror lays it out
+      xl_fetch "$URL/$f.gz" "$gz"
+      xl_step "$DATA/$f" --stdout -- gunzip -c "$gz"
     done
   done
 fi
@@ -52,13 +53,18 @@ for split in train valid test; do
     xl_need_file "$DATA/${NAME[$split]}.$lang" "DATA must hold raw train/val/test_2016_flickr.{en,de} of Multi30k."
   done
   xl_check_parallel "$DATA/${NAME[$split]}.en" "$DATA/${NAME[$split]}.de"
+  for lang in en de; do xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/${NAME[$split]}.$lang"; done
+done
+xl_stop_after raw
+
+# 2. Moses tokenization (cased), the words the aligner and the reorderer work on
+for split in train valid test; do
   for lang in en de; do
-    xl_step "$raw/$split.$lang" --stdout -- cat "$DATA/${NAME[$split]}.$lang"
-    # 2. Moses tokenization (cased), the words the aligner and the reorderer work on
     xl_step "$tok/$split.$lang" -- xlpos-prep tokenize --lang "$lang" --input "$raw/$split.$lang" \
       --output "$tok/$split.$lang" --workers "$WORKERS"
   done
 done
+xl_stop_after tok
 
 # 3. reordering, subwords, data-bin, systems
 xl_prepare

@@ -7,9 +7,10 @@
 #   DATA=/path/to/enja bash recipes/tanaka_ja_en.sh       # local train/dev[/test].{en,ja}
 #
 # Data: https://github.com/odashi/small_parallel_enja (train/dev/test .en/.ja, already tokenized; the Tanaka
-# corpus is CC-BY). A DATA directory without test.{en,ja} gets its test set from the last TEST_HOLDOUT training
-# pairs (dev stays the validation set). Scores: BLEU and RIBES on the corpus's own tokens (the references are
-# tokenized), as usually reported for this corpus.
+# corpus is CC-BY), downloaded from URL into $WORK/download (resumed when a run is killed; XLPOS_MIRROR: a local
+# copy instead, see lib.sh). A DATA directory without test.{en,ja} gets its test set from the last TEST_HOLDOUT
+# training pairs (dev stays the validation set). STOP_AFTER=tok: stop once $WORK/tok is made. Scores: BLEU and
+# RIBES on the corpus's own tokens (the references are tokenized), as usually reported for this corpus.
 set -euo pipefail
 # shellcheck source=recipes/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -36,11 +37,8 @@ xl_defaults
 
 # 1. the corpus (already tokenized)
 if [ -z "$DATA" ]; then
-  DATA=$WORK/download
-  for f in train.en train.ja dev.en dev.ja test.en test.ja; do
-    xlpos-prep step "$DATA/$f" --stdout --message "download $URL/$f" -- curl -fsSL --retry 3 "$URL/$f" \
-      || xl_die "could not download $URL/$f; download the files by hand into a directory and set DATA to it"
-  done
+  DATA=$WORK/download/${URL#*://}  # HOST/PATH, as xl_fetch's mirrors lay it out
+  for f in train.en train.ja dev.en dev.ja test.en test.ja; do xl_fetch "$URL/$f" "$DATA/$f"; done
 fi
 for f in train.en train.ja dev.en dev.ja; do
   xl_need_file "$DATA/$f" "DATA must hold the tokenized train.{en,ja} and dev.{en,ja} (test.{en,ja} optional)."
@@ -67,6 +65,8 @@ for lang in en ja; do
   fi
   xl_step "$tok/valid.$lang" --stdout -- cat "$DATA/dev.$lang"
 done
+xl_stop_after raw  # the corpus comes tokenized: raw and tok are the same stage
+xl_stop_after tok
 
 # 2. reordering, subwords, data-bin, systems
 xl_prepare

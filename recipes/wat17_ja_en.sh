@@ -7,9 +7,11 @@
 #
 # Data: ASPEC is distributed under a licence agreement, so this recipe cannot download it: request it at
 # https://jipsti.jst.go.jp/aspec/ and point ASPEC_DIR at the ASPEC-JE directory (train/train-{1,2,3}.txt,
-# dev/dev.txt, test/test.txt). Training files: ASPEC_TRAIN_FILES (default train-1.txt train-2.txt, the first 2M
-# pairs, ordered by alignment score). Line formats: train "score ||| doc ||| id ||| ja ||| en", dev/test
-# "doc ||| id ||| ja ||| en".
+# dev/dev.txt, devtest/devtest.txt, test/test.txt) or at the ASPEC directory above it (which also holds ASPEC-JC).
+# Training files: ASPEC_TRAIN_FILES (default train-1.txt train-2.txt, the first 2M pairs, ordered by alignment
+# score). Line formats (the fields WAT's baseline data preparation splits on " ||| "): train
+# "score ||| doc ||| id ||| ja ||| en", dev/devtest/test "doc ||| id ||| ja ||| en".
+# STOP_AFTER=raw|tok: stop once the fields are extracted / segmented and cleaned.
 # Pipeline: NFKC-normalized Japanese segmented with fugashi + unidic-lite, English Moses-tokenized (sacremoses),
 # cleaning, word alignment, reorderer trained on REORDER_TRAIN_LINES pairs and applied to every split, joint
 # sentencepiece, fairseq with a joined dictionary, checkpoint averaging, beam 4, length penalty 0.6.
@@ -63,9 +65,11 @@ for split in valid test; do
   xl_step "$raw/$split.en" --stdout -- "${XL_ASPEC_FIELD[@]}" field=4 "$f"
   xl_check_parallel "$raw/$split.ja" "$raw/$split.en"
 done
+xl_stop_after raw
 
 # 2. segment / tokenize; clean the training pairs only
 xl_tokenize_and_clean ja en
+xl_stop_after tok
 
 # 3. reordering, subwords, data-bin, systems
 xl_prepare

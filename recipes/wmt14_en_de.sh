@@ -6,13 +6,19 @@
 #   DIRECTION=de-en bash recipes/wmt14_en_de.sh
 #   DATA=/path/to/dir bash recipes/wmt14_en_de.sh                # your own raw train.{en,de} [valid/test.{en,de}]
 #
-# Data (the 4.5M-pair setup of Vaswani et al. 2017, as in fairseq's prepare-wmt14en2de.sh):
+# Data (the 4.5M-pair setup of Vaswani et al. 2017, as in fairseq's prepare-wmt14en2de.sh), downloaded into
+# $WORK/download/HOST/PATH (resumed when a run is killed; XLPOS_MIRROR: a local copy instead, see lib.sh), only
+# the de-en files extracted:
 #   http://statmt.org/wmt13/training-parallel-europarl-v7.tgz   training/europarl-v7.de-en.{de,en}
 #   http://statmt.org/wmt13/training-parallel-commoncrawl.tgz   commoncrawl.de-en.{de,en}
 #   http://statmt.org/wmt14/training-parallel-nc-v9.tgz         training/news-commentary-v9.de-en.{de,en}
-#   validation newstest2013: sacrebleu -t wmt13 -l en-de --echo src / ref
-#   test newstest2014 (full, 3003 sentences, as Vaswani et al. and fairseq): sacrebleu -t wmt14/full -l en-de
-#   (TEST_SET=wmt14 gives sacreBLEU's filtered 2737-sentence version instead).
+#   validation newstest2013 (VALID_SET, sacreBLEU's wmt13): https://statmt.org/wmt13/test.tgz
+#     test/newstest2013-src.{en,de}.sgm
+#   test newstest2014 (full, 3003 sentences, as Vaswani et al. and fairseq; TEST_SET, sacreBLEU's wmt14/full):
+#     https://statmt.org/wmt14/test-full.tgz  test-full/newstest2014-deen-{src,ref}.{en,de}.sgm
+#   (TEST_SET=wmt14 gives sacreBLEU's filtered 2737-sentence version instead). The test sets' archives and files
+#   are sacreBLEU's (its catalogue names them); their SGML becomes text as sacreBLEU makes it (wmt_sets.py).
+# STOP_AFTER=raw|tok: stop once the corpus is downloaded / tokenized and cleaned.
 # Pipeline: Moses punctuation normalization + tokenization (sacremoses), cleaning (1-CLEAN_MAX_LEN tokens, ratio
 # CLEAN_RATIO), word alignment of ALIGN_LINES pairs, reorderer trained on REORDER_TRAIN_LINES pairs and applied
 # to every split (REORDER_SHARDS parallel --shard jobs x --workers), joint BPE sentencepiece (32k), fairseq with a
@@ -52,27 +58,28 @@ if [ -n "$DATA" ]; then
   xl_check_parallel --allow-empty "$DATA/train.en" "$DATA/train.de"
   for lang in en de; do xl_step "$raw/train.$lang" --stdout -- cat "$DATA/train.$lang"; done
 else
-  dl=$WORK/download
-  mkdir -p "$dl"
-  for url in http://statmt.org/wmt13/training-parallel-europarl-v7.tgz \
-             http://statmt.org/wmt13/training-parallel-commoncrawl.tgz \
-             http://statmt.org/wmt14/training-parallel-nc-v9.tgz; do
-    f=$dl/$(basename "$url")
-    xlpos-prep step "$f.extracted" --message "download $url" -- bash -c \
-      'curl -fSL --retry 3 "$1" -o "$2" && tar -xzf "$2" -C "$3" && touch "$2.extracted"' _ "$url" "$f" "$dl" \
-      || xl_die "could not download or extract $url"
+  # Each archive holds every language pair of its year; the de-en files are where fairseq's
+  # examples/translation/prepare-wmt14en2de.sh reads them after extracting (its CORPORA list).
+  parts=()
+  for entry in "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz training/europarl-v7.de-en" \
+               "http://statmt.org/wmt13/training-parallel-commoncrawl.tgz commoncrawl.de-en" \
+               "http://statmt.org/wmt14/training-parallel-nc-v9.tgz training/news-commentary-v9.de-en"; do
+    url=${entry% *} member=${entry#* }
+    archive=$WORK/download/${url#*://}
+    xl_fetch "$url" "$archive"
+    xl_extract "$archive" "$archive.d" "$member.de" "$member.en"
+    parts+=("$archive.d/$member")
   done
-  for lang in en de; do
-    xl_step "$raw/train.$lang" --stdout -- cat "$dl/training/europarl-v7.de-en.$lang" \
-      "$dl/commoncrawl.de-en.$lang" "$dl/training/news-commentary-v9.de-en.$lang"
-  done
+  for lang in en de; do xl_step "$raw/train.$lang" --stdout -- cat "${parts[@]/%/.$lang}"; done
 fi
 
 # 2. validation and test sets: $raw/{valid,test}.{en,de}
 xl_wmt_eval_sets en de
+xl_stop_after raw
 
 # 3. normalize + tokenize; clean the training pairs only (valid/test keep every line)
 xl_tokenize_and_clean en de
+xl_stop_after tok
 
 # 4. reordering, subwords, data-bin, systems
 xl_prepare

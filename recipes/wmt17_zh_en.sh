@@ -6,14 +6,20 @@
 #   DATA=/path/to/dir bash recipes/wmt17_zh_en.sh                       # your own raw train.{zh,en} [valid/test]
 #
 # Data (WMT17 constrained Zh-En, http://www.statmt.org/wmt17/translation-task.html):
-#   News Commentary v12, downloaded here:
+#   News Commentary v12, downloaded into $WORK/download/HOST/PATH (resumed when a run is killed; XLPOS_MIRROR: a
+#   local copy instead, see lib.sh), only the zh-en files extracted:
 #     http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz  training/news-commentary-v12.zh-en.{zh,en}
 #   UN Parallel Corpus v1.0 (https://conferences.unite.un.org/UNCorpus, en-zh) and the CWMT corpora (listed on
-#   the WMT17 page, distributed after registration) need manual download: extract them into EXTRA_PARALLEL_DIR as
-#   pairs NAME.zh / NAME.en (one sentence per line); every pair there is added to the training data. Without
+#   the WMT17 page, distributed after registration) need manual download: put them into EXTRA_PARALLEL_DIR as
+#   pairs NAME.zh / NAME.en at any depth (one sentence per line; the UN archive extracts as en-zh/UNv1.0.en-zh.*,
+#   which is such a pair; rename CWMT's files so); every pair there is added to the training data. Without
 #   them the recipe trains on News Commentary alone (~0.2M pairs) and says so: far less than the full task.
-#   validation newsdev2017: sacrebleu -t wmt17/dev -l zh-en --echo src / ref
-#   test newstest2017: sacrebleu -t wmt17 -l zh-en --echo src / ref
+#   validation newsdev2017 (VALID_SET, sacreBLEU's wmt17/dev): https://data.statmt.org/wmt17/translation-task/dev.tgz
+#     dev/newsdev2017-zhen-src.zh.sgm, dev/newsdev2017-zhen-ref.en.sgm
+#   test newstest2017 (TEST_SET, sacreBLEU's wmt17): https://data.statmt.org/wmt17/translation-task/test.tgz
+#     test/newstest2017-zhen-src.zh.sgm, test/newstest2017-zhen-ref.en.sgm
+#   (the archives and files are sacreBLEU's, from its catalogue; their SGML becomes text as sacreBLEU makes it).
+# STOP_AFTER=raw|tok: stop once the corpus is downloaded / segmented and cleaned.
 # Pipeline: Chinese NFKC-normalized and segmented with jieba, English Moses-normalized and tokenized (sacremoses),
 # cleaning, word alignment, reorderer on REORDER_TRAIN_LINES pairs applied to every split, joint sentencepiece,
 # fairseq with a joined dictionary, checkpoint averaging, beam 4, length penalty 0.6.
@@ -48,14 +54,13 @@ if [ -n "$DATA" ]; then
   xl_check_parallel --allow-empty "$DATA/train.zh" "$DATA/train.en"
   parts=("$DATA/train")
 else
-  dl=$WORK/download
-  mkdir -p "$dl"
+  # The archive holds News Commentary v12's pairs of every WMT17 language; zh-en under training/ as for de-en in
+  # fairseq's examples/translation/prepare-wmt14en2de.sh --icml17 (training/news-commentary-v12.de-en).
   url=http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz
-  f=$dl/$(basename "$url")
-  xlpos-prep step "$f.extracted" --message "download $url" -- bash -c \
-    'curl -fSL --retry 3 "$1" -o "$2" && tar -xzf "$2" -C "$3" && touch "$2.extracted"' _ "$url" "$f" "$dl" \
-    || xl_die "could not download or extract $url"
-  parts=("$dl/training/news-commentary-v12.zh-en")
+  archive=$WORK/download/${url#*://}
+  xl_fetch "$url" "$archive"
+  xl_extract "$archive" "$archive.d" training/news-commentary-v12.zh-en.zh training/news-commentary-v12.zh-en.en
+  parts=("$archive.d/training/news-commentary-v12.zh-en")
   if [ -z "$EXTRA_PARALLEL_DIR" ]; then
     xl_log "WARNING: no EXTRA_PARALLEL_DIR: training on News Commentary v12 only; the WMT17 task also has the UN" \
       "and CWMT corpora (see the header of this script)"
@@ -63,8 +68,11 @@ else
 fi
 if [ -n "$EXTRA_PARALLEL_DIR" ]; then
   [ -d "$EXTRA_PARALLEL_DIR" ] || xl_die "EXTRA_PARALLEL_DIR=$EXTRA_PARALLEL_DIR is not a directory"
-  for zh in "$EXTRA_PARALLEL_DIR"/*.zh; do
-    [ -e "$zh" ] || xl_die "EXTRA_PARALLEL_DIR=$EXTRA_PARALLEL_DIR holds no NAME.zh / NAME.en pairs"
+  # at any depth, so that the UN corpus's archive extracts there as it is (en-zh/UNv1.0.en-zh.{en,zh}); sorted, so
+  # that the training corpus is the same on every run
+  mapfile -t extra < <(find -L "$EXTRA_PARALLEL_DIR" -type f -name '*.zh' | LC_ALL=C sort)
+  [ "${#extra[@]}" -gt 0 ] || xl_die "EXTRA_PARALLEL_DIR=$EXTRA_PARALLEL_DIR holds no NAME.zh / NAME.en pairs"
+  for zh in "${extra[@]}"; do
     xl_need_file "${zh%.zh}.en" "each NAME.zh in EXTRA_PARALLEL_DIR needs its NAME.en"
     xl_check_parallel --allow-empty "$zh" "${zh%.zh}.en"
     parts+=("${zh%.zh}")
@@ -76,9 +84,11 @@ done
 
 # 2. validation and test sets
 xl_wmt_eval_sets zh en
+xl_stop_after raw
 
 # 3. segment / tokenize; clean the training pairs only
 xl_tokenize_and_clean zh en
+xl_stop_after tok
 
 # 4. reordering, subwords, data-bin, systems
 xl_prepare

@@ -61,7 +61,8 @@ def write(path: Path, lines: list[str]) -> Path:
 
 def run_recipe(script: str, env: dict, timeout: float = 400) -> subprocess.CompletedProcess:
     full_env = dict(os.environ)
-    for var in ("DATA", "WORK", "DIRECTION", "SIZE", "SYSTEMS", "ASPEC_DIR", "EXTRA_PARALLEL_DIR", "VERBOSE"):
+    for var in ("DATA", "WORK", "DIRECTION", "SIZE", "SYSTEMS", "ASPEC_DIR", "EXTRA_PARALLEL_DIR", "VERBOSE",
+                "XLPOS_MIRROR", "STOP_AFTER", "URL", "VALID_SET", "TEST_SET", "CLEAN_MAX_LEN", "CLEAN_RATIO"):
         full_env.pop(var, None)
     full_env.update({"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}, **env)
     return subprocess.run(["bash", str(RECIPES / script)], env=full_env, capture_output=True, text=True,
@@ -191,6 +192,10 @@ def test_wmt14_sharded_reordering_update_averaging_and_compound_split(tmp_path):
            "REORDER_TRAIN_LINES": "200", "CLEAN_RATIO": "9"}
     out = check_ok(run_recipe("wmt14_en_de.sh", env))
     assert "clean: kept 299 of 300" in out
+    # the reorderer may learn from every training sentence the cleaning kept (CLEAN_MAX_LEN, 250), not only from
+    # those of train-reorderer's default --max-len (100)
+    from xlpos_prep.reorderer import load_reorderer
+    assert load_reorderer(str(work / "reorder" / "reorderer.model")).training["options"]["max_len"] == 250
     assert len((work / "reorder" / "train.src").read_text().splitlines()) == 200
     orders = (work / "reorder" / "train.order").read_text().splitlines()
     assert len(orders) == 299 and not list((work / "reorder").glob("*.shard*"))
