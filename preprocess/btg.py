@@ -876,6 +876,106 @@ def inversion_penalties(max_span: int, margin: float, max_invert_span: int) -> n
     return pen
 
 
+# Long sentences. The derivation of a sentence longer than max_span is already a chain of segments, so its time is
+# linear in its length, but its tables and chart hold O(n * max_span) numbers (7 kB per word measured at the default
+# max_span 64): a 100,000-word line, a file whose line ends were lost, would take 700 MB. A sentence of more than
+# MAX_PARSE_WORDS words is therefore cut into ceil(n / MAX_PARSE_WORDS) pieces of equal length (at least
+# MAX_PARSE_WORDS / 2 words each), each parsed with the words on either side of it as its boundary rows and composed
+# straight like the segments of one chain: the chain search with a segment boundary forced at each cut. So one
+# sentence never holds more than the tables of MAX_PARSE_WORDS words, and its time is the sum of its pieces'.
+# Every feature of a span inside a piece is the one it has in the whole sentence except, next to a cut, the second
+# word outside the span (FEAT_WIDE), which repeats the boundary row as it does at a sentence end. 256: no sentence
+# of the WMT recipes' training data (CLEAN_MAX_LEN 250 words) is cut; benchmarks/long_sentences.py measured what
+# cutting costs and saves (docs/runs/2026-12-long-sentences).
+MAX_PARSE_WORDS = 256
+
+
+@njit(cache=True)
+def _parse_piece(tok, weights, mask, max_term, max_span, flags, inv_penalty):
+    """(order, edges, score) of the best derivation of one sentence (n >= 1 words), uncut."""
+    n = tok.shape[0] - 2
+    no_ranks = np.empty(0, dtype=np.int64)
+    predict = np.int64(MODE_PREDICT)  # a non-literal int: one compiled cky for all modes, not one per mode
+    no_loss = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
+               np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64))
+    tables = build_tables(tok, weights, mask, max_term, max_span, flags)
+    _penalize_inversions(tables[0], inv_penalty)
+    order, edges, score, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
+    return order, edges, score
+
+
+@njit(cache=True)
+def _add_piece(order, glue, ng, trees, nt, o, e, a, b, first):
+    """Put the derivation (o, e) of the piece [a, b) of a cut sentence into the sentence's order, its glue rows
+    (in segment order, `ng` so far) and its subtree rows (`nt` so far); returns the new (ng, nt).
+
+    cky writes a chain as its GLUE rows, last segment first, then each segment's subtree in preorder; a piece
+    parsed as one cell has no GLUE row. The piece's first segment ends where its second begins (the k of its
+    last GLUE row) or at its end, and gets a GLUE row of its own unless it starts the sentence."""
+    for i in range(b - a):
+        order[a + i] = o[i] + a
+    m = e.shape[0]
+    g = 0
+    while g < m and e[g, 0] == EDGE_GLUE:
+        g += 1
+    first_end = e[g - 1, 2] if g > 0 else b - a
+    if not first:
+        glue[ng, 0] = EDGE_GLUE
+        glue[ng, 1] = 0
+        glue[ng, 2] = a
+        glue[ng, 3] = a + first_end
+        ng += 1
+    for i in range(g - 1, -1, -1):
+        glue[ng, 0] = EDGE_GLUE
+        glue[ng, 1] = 0
+        glue[ng, 2] = e[i, 2] + a
+        glue[ng, 3] = e[i, 3] + a
+        ng += 1
+    for i in range(g, m):
+        trees[nt, 0] = e[i, 0]
+        trees[nt, 1] = e[i, 1] + a
+        trees[nt, 2] = e[i, 2] + a if e[i, 2] >= 0 else e[i, 2]
+        trees[nt, 3] = e[i, 3] + a
+        nt += 1
+    return ng, nt
+
+
+@njit(cache=True)
+def _join_pieces(glue, ng, trees, nt):
+    """The edges of a cut sentence as cky writes a chain: GLUE rows last segment first, then the subtrees."""
+    edges = np.empty((ng + nt, 4), dtype=np.int64)
+    for i in range(ng):
+        for j in range(4):
+            edges[i, j] = glue[ng - 1 - i, j]
+    for i in range(nt):
+        for j in range(4):
+            edges[ng + i, j] = trees[i, j]
+    return edges
+
+
+@njit(cache=True)
+def _parse_sentence(tok, weights, mask, max_term, max_span, flags, inv_penalty, max_words):
+    """(order, edges, score) of one sentence of n >= 1 words; cut into pieces when n > max_words (see
+    MAX_PARSE_WORDS). The score of a cut sentence is the sum of its pieces' (GLUE edges carry no features)."""
+    n = tok.shape[0] - 2
+    if n <= max_words:
+        return _parse_piece(tok, weights, mask, max_term, max_span, flags, inv_penalty)
+    pieces = (n + max_words - 1) // max_words
+    order = np.empty(n, dtype=np.int64)
+    glue = np.empty((n, 4), dtype=np.int64)
+    trees = np.empty((2 * n, 4), dtype=np.int64)
+    ng = 0
+    nt = 0
+    score = 0.0
+    for p in range(pieces):
+        a = p * n // pieces
+        b = (p + 1) * n // pieces
+        o, e, sc = _parse_piece(tok[a:b + 2].copy(), weights, mask, max_term, max_span, flags, inv_penalty)
+        score += sc
+        ng, nt = _add_piece(order, glue, ng, trees, nt, o, e, a, b, p == 0)
+    return order, _join_pieces(glue, ng, trees, nt), score
+
+
 @njit(cache=True)
 def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags, inv_penalty):
     """Best derivations of sentences tok_flat[offsets[s]:offsets[s+1]] (each with its two boundary rows).
@@ -893,19 +993,14 @@ def _parse_batch_jit(tok_flat, offsets, weights, mask, max_term, max_span, flags
     edges_all = np.empty((2 * order_offsets[ns] + 1, 4), dtype=np.int64)
     edge_offsets = np.zeros(ns + 1, dtype=np.int64)
     scores = np.zeros(ns)
-    no_ranks = np.empty(0, dtype=np.int64)
-    predict = np.int64(MODE_PREDICT)  # a non-literal int: one compiled cky for all modes, not one per mode
-    no_loss = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
-               np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64))
     for s in range(ns):
         tok = tok_flat[offsets[s]:offsets[s + 1]].copy()  # C-contiguous: one compiled specialization
         n = tok.shape[0] - 2
         if n == 0:
             edge_offsets[s + 1] = edge_offsets[s]
             continue
-        tables = build_tables(tok, weights, mask, max_term, max_span, flags)
-        _penalize_inversions(tables[0], inv_penalty)
-        order, edges, score, _, _ = cky(n, max_term, max_span, tables, predict, no_ranks, no_loss, 0.0, 0.0)
+        order, edges, score = _parse_sentence(tok, weights, mask, max_term, max_span, flags, inv_penalty,
+                                              np.int64(MAX_PARSE_WORDS))
         scores[s] = score
         # Element loops, not slice assignments: a slice assignment compiles numba's shape-mismatch error message
         # (string formatting, about 4 s of the 15 s CPU that the first call spent compiling).
@@ -1247,6 +1342,28 @@ def _np_parse(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: i
     return np.array(order, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4), score
 
 
+def _np_parse_sentence(tok: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int, max_span: int,
+                       flags: int, inv_penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """_parse_sentence with MAX_PARSE_WORDS by the numpy path: the same pieces, joined by the same (interpreted)
+    code."""
+    n = tok.shape[0] - 2
+    if n <= MAX_PARSE_WORDS:
+        return _np_parse(tok, weights, mask, max_term, max_span, flags, inv_penalty)
+    pieces = -(-n // MAX_PARSE_WORDS)
+    order = np.empty(n, dtype=np.int64)
+    glue = np.empty((n, 4), dtype=np.int64)
+    trees = np.empty((2 * n, 4), dtype=np.int64)
+    ng = nt = 0
+    score = 0.0
+    for p in range(pieces):
+        a, b = p * n // pieces, (p + 1) * n // pieces
+        o, e, sc = _np_parse(np.ascontiguousarray(tok[a:b + 2]), weights, mask, max_term, max_span, flags,
+                             inv_penalty)
+        score += sc
+        ng, nt = _add_piece.py_func(order, glue, ng, trees, nt, o, e, a, b, p == 0)
+    return order, _join_pieces.py_func(glue, ng, trees, nt), score
+
+
 def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarray, mask: np.uint64, max_term: int,
                     max_span: int, flags: int, inv_penalty: np.ndarray,
                     stop) -> tuple[list[np.ndarray], list[np.ndarray], list[float], int]:
@@ -1258,7 +1375,7 @@ def _np_parse_batch(tok_flat: np.ndarray, offsets: np.ndarray, weights: np.ndarr
         while s < offsets.shape[0] - 1 and not stop():
             tok = np.ascontiguousarray(tok_flat[offsets[s]:offsets[s + 1]])
             if tok.shape[0] > 2:
-                o, e, sc = _np_parse(tok, weights, mask, max_term, max_span, flags, inv_penalty)
+                o, e, sc = _np_parse_sentence(tok, weights, mask, max_term, max_span, flags, inv_penalty)
             else:
                 o, e, sc = np.empty(0, dtype=np.int64), np.empty((0, 4), dtype=np.int64), 0.0
             orders.append(o)

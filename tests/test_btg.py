@@ -272,3 +272,82 @@ def test_numpy_path_gives_the_kernels_derivations_with_context_features(flags):
     with_ctx = btg.build_tables(toks[4], weights, MASK, 3, 12, flags)
     without = btg.build_tables(toks[4], weights, MASK, 3, 12, flags & ~btg.FEAT_CONTEXT)
     assert not all(np.array_equal(a, b) for a, b in zip(with_ctx, without))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sentences longer than MAX_PARSE_WORDS: cut into pieces, so that one sentence's memory is bounded.
+def _sentence(rng, n: int, views: int = 2) -> np.ndarray:
+    t = rng.integers(0, 7, size=(n + 2, views)).astype(np.uint64)
+    t[0], t[-1] = 2**63 + 1, 2**63 + 2
+    return t
+
+
+def _order_from_edges(edges: np.ndarray, n: int) -> list[int]:
+    """The order a derivation yields, read iteratively (chains of hundreds of segments nest that deep)."""
+    node = {(l, r): (t, k) for t, l, k, r in edges.tolist()}
+    out, stack = [], [(0, n)]
+    while stack:
+        l, r = stack.pop()
+        t, k = node[(l, r)]
+        if t == F:
+            out.extend(range(l, r))
+        elif t == I:
+            stack += [(l, k), (k, r)]
+        else:  # S and GLUE: left child first
+            stack += [(k, r), (l, k)]
+    return out
+
+
+@pytest.mark.parametrize("flags", [btg.FEAT_SPAN | btg.FEAT_CHILDREN | btg.FEAT_TERMINAL | btg.FEAT_OUTSIDE_CHILD
+                                   | btg.FEAT_CONTEXT | btg.FEAT_JUNCTION, LOCAL_FLAGS])
+def test_a_sentence_over_max_parse_words_is_cut_into_one_valid_derivation(flags):
+    rng = np.random.default_rng(7)
+    cap = btg.MAX_PARSE_WORDS
+    n = 2 * cap + 37  # three pieces
+    tok = _sentence(rng, n)
+    weights = rng.normal(size=(1 << HASH_BITS) * 3)
+    max_term, max_span = 3, 8
+    pen = btg.inversion_penalties(max_span, 0.2, 0)
+    order, edges, score = btg._parse_sentence(tok, weights, MASK, max_term, max_span, flags, pen, np.int64(cap))
+    assert sorted(order.tolist()) == list(range(n))
+    assert _order_from_edges(edges, n) == order.tolist()
+    # no edge crosses a cut: the pieces [0, 195), [195, 390), [390, 549) are composed straight (GLUE)
+    cuts = [p * n // 3 for p in (1, 2)]
+    for t, l, k, r in edges.tolist():
+        if t != GLUE:
+            assert not any(l < c < r for c in cuts), (t, l, k, r)
+    glue_splits = {k for t, _, k, _ in edges.tolist() if t == GLUE}
+    assert set(cuts) <= glue_splits
+    # the search over the whole sentence (no cut) finds at least this score
+    _, _, uncut = btg._parse_sentence(tok, weights, MASK, max_term, max_span, flags, pen, np.int64(10 * n))
+    assert score <= uncut + 1e-9
+    if not flags & btg.FEAT_WIDE:
+        # without the second-outside-word features every edge scores as in the whole sentence: the pieces' scores
+        # add up to the derivation's score on the uncut sentence's tables
+        tables = btg.build_tables(tok, weights, MASK, max_term, max_span, flags)
+        btg._penalize_inversions(tables[0], pen)
+        assert btg.derivation_score(tables, edges, n, max_span) == pytest.approx(score, rel=1e-12, abs=1e-9)
+    # a sentence of exactly MAX_PARSE_WORDS words is not cut
+    short = tok[:cap + 2].copy()
+    short[-1] = tok[-1]
+    got = btg._parse_sentence(short, weights, MASK, max_term, max_span, flags, pen, np.int64(cap))
+    whole = btg._parse_piece(short, weights, MASK, max_term, max_span, flags, pen)
+    assert got[0].tolist() == whole[0].tolist() and got[1].tolist() == whole[1].tolist() and got[2] == whole[2]
+
+
+def test_numpy_path_cuts_long_sentences_as_the_kernel_does():
+    rng = np.random.default_rng(11)
+    lengths = [5, btg.MAX_PARSE_WORDS + 90, 40]
+    toks = [_sentence(rng, n) for n in lengths]
+    offsets = np.cumsum([0] + [n + 2 for n in lengths]).astype(np.int64)
+    tok = np.concatenate(toks)
+    weights = rng.normal(size=(1 << HASH_BITS) * 3)
+    args = (tok, offsets, weights, MASK, 3, 8, LOCAL_FLAGS, btg.inversion_penalties(8, 0.5, 0))
+    orders, order_offsets, edges, edge_offsets, scores = btg._parse_batch_jit(*args)
+    with np.errstate(over="ignore"):
+        np_orders, np_edges, np_scores, done = btg._np_parse_batch(*args, lambda: False)
+    assert done == len(lengths)
+    assert (edges[edge_offsets[1]:edge_offsets[2], 0] == GLUE).any()  # the long one is a chain of pieces
+    joined = btg._concat(np_orders, np_edges)
+    assert all(np.array_equal(a, b) for a, b in zip(joined, (orders, order_offsets, edges, edge_offsets)))
+    assert np_scores == scores.tolist()
