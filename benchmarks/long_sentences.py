@@ -23,6 +23,9 @@ Tau: the dev sentences joined whole in groups of g (xlpos_prep.stress.concatenat
 of theirs), corpus tau and FRS for the monotone order, the search uncut, cut at 256 (the default) and 128, and with
 max_span 32 / 128 at inference; all with the sentence-level fallback off (inputs this much longer than training
 would almost all fall back to monotone: the "defaults" row shows that) so that the searches are compared.
+Training: one iteration of train-reorderer (its defaults, --max-len lifted) on the first --train-sentences training
+sentences joined g at a time (g = 1: as they are): the same words as inputs of about 8 / 64 / 256 words, so the
+seconds per word show what training on long sentences costs (the WMT recipes train on up to 250 words).
 
     python benchmarks/long_sentences.py --work /tmp/xlpos-long \
         --json docs/runs/2026-12-long-sentences/long_sentences.json
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="sentences per length (up to 250 words; fewer above)")
     parser.add_argument("--numpy-max", type=int, default=250, help="longest sentence timed on the numpy path")
     parser.add_argument("--groups", default=",".join(map(str, GROUPS)), help="dev sentences per joined tau input")
+    parser.add_argument("--train-groups", default="1,8,32", help="training sentences joined per training input")
+    parser.add_argument("--train-sentences", type=int, default=6400, help="training sentences in each of those")
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                               "fallback_margin": c.fallback_margin, "max_invert_span": c.max_invert_span,
                               "hash_bits": c.hash_bits, "python": platform.python_version(),
                               "cpu": platform.processor() or platform.machine(), "threads": 1},
-                     "timing": [], "tau": []}
+                     "timing": [], "tau": [], "training": []}
     # ------------------------------------------------------------------ one sentence by length
     for n in (int(x) for x in args.lengths.split(",")):
         count = args.repeats if n <= 250 else max(1, args.repeats // (2 if n <= 1000 else 5))
@@ -206,11 +211,38 @@ def main(argv: list[str] | None = None) -> int:
         log(f"group {g}: {row['avg_words']:.0f} words: " + "  ".join(
             f"{k} {v['corpus_tau']:.4f}" for k, v in row.items() if isinstance(v, dict)))
         results["tau"].append(row)
+    # ------------------------------------------------------------------ training on long sentences
+    train = [line.split() for line in enja.read(work / f"train.en.{args.train_lines}")]
+    train_ranks = read_oracle(str(work / f"train.en-ja.oracle.{args.train_lines}"), [len(s) for s in train])
+    for g in (int(x) for x in args.train_groups.split(",")):
+        results["training"].append(train_cost(work, train[:args.train_sentences], train_ranks[:args.train_sentences],
+                                              g))
     print_tables(results)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def train_cost(work: Path, sentences: list[list[str]], ranks: list[list[int]], g: int) -> dict:
+    """One training iteration (train-reorderer's defaults otherwise) on the same sentences joined g at a time:
+    wall seconds and peak resident memory of the child (os.wait4)."""
+    from xlpos_prep import stress
+    joined, joined_ranks = stress.concatenate(sentences, ranks, groups=(g,))
+    src, oracle, model = work / f"trainjoin{g}.en", work / f"trainjoin{g}.oracle", work / f"trainjoin{g}.npz"
+    enja.write_lines(src, [" ".join(w) for w in joined])
+    enja.write_lines(oracle, [" ".join(map(str, r)) for r in joined_ranks])
+    cmd = [sys.executable, "-m", "xlpos_prep.cli", "train-reorderer", "--src", str(src), "--oracle", str(oracle),
+           "--model", str(model), "--iterations", "1", "--max-len", "100000"]
+    log("$ " + " ".join(cmd))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"command failed: {' '.join(cmd)}")
+    words = sum(map(len, joined))
+    return {"group": g, "inputs": len(joined), "words": words, "avg_words": words / len(joined),
+            "max_words": max(map(len, joined)), "seconds": time.perf_counter() - t0, "peak_mb": usage.ru_maxrss / 1024}
 
 
 def within_sentences(orders: list[list[int]], ranks: list[list[int]], parts: list[list[int]]) -> dict:
@@ -258,6 +290,13 @@ def print_tables(results: dict) -> None:
         if len(pts) >= 3:
             a, b, r2 = linear_fit([p[0] for p in pts], [p[1] for p in pts])
             print(f"  {name}: time = {a * 1000:.2f} ms + {b * 1e6:.1f} us/word (n >= 100, R^2 {r2:.4f})")
+    if results.get("training"):
+        print("\nOne training iteration (train-reorderer defaults, a child process) on the same training sentences "
+              "joined g at a time")
+        print(f"{'g':>4} {'inputs':>6} {'words':>6} {'max':>5} | {'seconds':>8} {'ms/1k words':>11} {'peak MB':>8}")
+        for r in results["training"]:
+            print(f"{r['group']:4d} {r['inputs']:6d} {r['avg_words']:6.0f} {r['max_words']:5d} | {r['seconds']:8.1f} "
+                  f"{r['seconds'] / r['words'] * 1e6:11.1f} {r['peak_mb']:8.0f}")
     cols = ["monotone", "uncut", "cut 256 (default)", "cut 128", "max_span 32", "max_span 128",
             "defaults (fallback on)"]
     for key, what in ((None, "the whole input"), ("within", "each joined sentence alone")):
