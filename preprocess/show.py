@@ -215,7 +215,7 @@ def tree_picture(words: Sequence[str], tree: BTGNode | None, title: str = "") ->
     top = margin + (22 if title else 0)
     levels = tree.height if tree is not None else 0
     words_y = top + levels * level_gap + 14
-    pic = Picture(width, words_y + 96 + margin)
+    pic = Picture(width, words_y + 78 + margin)
     if title:
         pic.add("text", margin, margin + 12, text=title, anchor="start", weight="bold")
 
@@ -258,19 +258,19 @@ def tree_picture(words: Sequence[str], tree: BTGNode | None, title: str = "") ->
 
 
 def legend_picture() -> Picture:
-    """What the node labels and colours mean."""
-    pic = Picture(0, 50)
-    x = 14.0
-    for kind, colour, what in (("S", STRAIGHT_COLOUR, "straight: children in source order"),
-                               ("I", INVERTED_COLOUR, "inverted: children swapped"),
-                               ("F", PHRASE_COLOUR, "phrase: words in source order")):
-        pic.add("rect", x, 6, x2=22, y2=18, colour=colour, stroke=4)
-        pic.add("text", x + 11, 19.5, text=kind, colour="#ffffff", weight="bold")
-        pic.add("text", x + 28, 19.5, text=what, anchor="start", size=12)
-        x += 28 + text_width(what, 12) + 22
-    pic.add("text", 14, 42, text="XL position in blue: it differs from the absolute one", anchor="start", size=12,
-            colour=MOVED_COLOUR)
-    pic.width = x
+    """What the node labels and colours mean, one per line."""
+    pic = Picture(0, 4 * 22 + 10)
+    rows = (("S", STRAIGHT_COLOUR, "straight: its children in source order"),
+            ("I", INVERTED_COLOUR, "inverted: its children swapped"),
+            ("F", PHRASE_COLOUR, "phrase: words kept in source order"))
+    for k, (kind, colour, what) in enumerate(rows):
+        y = 8 + 22 * k
+        pic.add("rect", 14, y, x2=22, y2=18, colour=colour, stroke=4)
+        pic.add("text", 25, y + 13.5, text=kind, colour="#ffffff", weight="bold")
+        pic.add("text", 44, y + 13.5, text=what, anchor="start", size=12)
+    note = "XL position in blue: it differs from the absolute one"
+    pic.add("text", 14, 8 + 22 * 3 + 13.5, text=note, anchor="start", size=12, colour=MOVED_COLOUR)
+    pic.width = 28 + text_width(note, 12)
     return pic
 
 
@@ -304,7 +304,7 @@ def heatmap_picture(weights: np.ndarray, row_labels: Sequence[str], col_labels: 
     left = margin + max([text_width(t) for t in row_labels] + [0.0]) + 10
     col_height = max([text_width(t) for t in col_labels] + [0.0]) * 0.87 + 12  # labels at 60 degrees
     top = margin + (22 if title else 0) + (16 if col_axis else 0) + col_height + (18 if col_notes else 0)
-    width = max(left + cell * len(col_labels) + 90 + margin, margin * 2 + text_width(title))
+    width = max(left + cell * len(col_labels) + 90 + margin, margin * 2 + text_width(title) * 1.1)  # bold: wider
     height = top + cell * len(row_labels) + margin + (18 if row_axis else 0)
     pic = Picture(width, height)
     if title:

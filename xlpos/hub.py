@@ -43,6 +43,12 @@ from xlpos.tasks.xl_inference import SentenceXLPositions
 if TYPE_CHECKING:
     from xlpos.evaluation.attention_map import AttentionMap
 
+# Importing fairseq leaves the root logger at DEBUG (a logging.basicConfig in one of its model modules), so numba
+# would log every step of compiling the reorderer's kernels, which a fresh install does in a background thread
+# after the call that needed them returned: numba stays at WARNING unless the user set its level.
+if logging.getLogger("numba").level == logging.NOTSET:
+    logging.getLogger("numba").setLevel(logging.WARNING)
+
 # Keyword arguments of from_pretrained that name model files: resolved against the model directory and applied
 # after loading, so that they replace what the checkpoint carries.
 MODEL_FILE_KWARGS = {"xl_reorderer": "reorderer", "xl_spm": "spm"}

@@ -14,6 +14,7 @@ to at most 1). Under each source word the picture gives its XL position.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 
@@ -122,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from xlpos import XLPosTransformerModel
 
-    hub = XLPosTransformerModel.from_pretrained(args.model_dir, checkpoint_file=args.checkpoint,
-                                                data_name_or_path=args.data, verbose=args.verbose)
+    # paths relative to the current directory (fairseq would take a --data starting with "." as relative to the model)
+    hub = XLPosTransformerModel.from_pretrained(os.path.abspath(args.model_dir), checkpoint_file=args.checkpoint,
+                                                data_name_or_path=os.path.abspath(args.data), verbose=args.verbose)
     try:
         result = hub.attention_map(args.sentence, layer=args.layer, head=args.head, beam=args.beam)
         result.save(args.out)
