@@ -39,7 +39,7 @@ from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, ch
 from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
-ATTACH_NULL_BY_SOURCE = {"ja": "left"}  # measured better for Japanese sources (README, reorderer benchmark)
+ATTACH_NULL_BY_SOURCE = {"ja": "left"}  # measured better for Japanese sources (docs/reorderer.md)
 
 
 def log(message: str) -> None:
@@ -470,7 +470,7 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                                             expensive=True)
 
     # ---- the model's own orders for every split, training included: training and test then see the same kind of
-    # XL positions (DESIGN.md)
+    # XL positions (docs/design.md)
     for split in cfg.splits:
         seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, tok[split, s], layout.path("order", split),
                                               f"reorder {split}", cfg.workers, cfg.reorder_shards, logs, cfg.verbose)

@@ -12,48 +12,7 @@ The header's "complete" is false in the per-iteration snapshot `MODEL.snapshot` 
 it runs (with the learner state, for `--resume` after an interruption); the model path itself only ever receives
 the finished model. Loading an incomplete model for reordering is refused.
 
-Defaults, chosen on En->Ja and Ja->En (Tanaka, eflomal + grow-diag-final-and oracles, 5k training sentences,
-scored on 1000 held-out training sentences, not on the dev set; benchmarks/reorderer_enja.py): latent-oracle
-passive-aggressive updates (PA-I, C = 0.1) with loss-augmented search beat the perceptron and C in {0.05, 0.2,
-0.3, 1}; the loss tau + 12 x chunk on raw counts (one break weighs as much as 12 discordant pairs) balances tau and
-fuzzy reordering score (chunk weight 1-3 gives more tau and less FRS, 15-20 the reverse; per-sentence normalized
-losses and chunk alone did worse); the "wide" feature group added about +0.01 tau; junction features and
-suffix word views (and a character-class view, not kept) gave no gain on this data and stay opt-in; max_term 2..6 made no difference.
-
-train-reorderer's defaults since issue 15 (Tanaka 50k, scored on the 500 dev sentences and on stress sets built
-from them, benchmarks/reorderer_stress.py; so these choices were made on the sets they are reported on; one
-training seed, and a second one moved dev tau by up to 0.008 for the same configuration): 2**22
-hashed rows (2**20 before: +0.003 / +0.006 dev tau En->Ja / Ja->En), spans longer than twice the longest training
-sentence never inverted (inputs joined from dev sentences fell below monotone tau without it), and an inversion
-margin of 1.0 (raised dev tau and FRS in both directions with 2**22 rows, and kept FRS of the short-half model on
-long Japanese inputs above monotone). At 5k training sentences these defaults were slightly worse than the old
-ones (README). 128 word classes (classK) gave +0.004 / +0.005 dev tau with 2**22 rows but cost FRS, on long
-Japanese inputs below monotone (0.758 vs 0.771): opt-in.
-
-Issue 15 part 2 (trained on 49k Tanaka sentences, scored on the 1,000 held-out training lines after them, seeds 1
-and 2; README): class128 gains tau on both seeds (En->Ja +0.004 / +0.000, Ja->En with left-attached oracles
-+0.009 / +0.010) but its short-half Ja->En model still falls below monotone FRS on longer inputs (0.761 vs 0.771,
-with the margin), so it stays opt-in. The feature group "context" (outside words and span edges with the span
-length, split-point trigrams, child edge words with the child length) gained on both seeds for Ja->En (+0.003 /
-+0.005), for En->Ja on seed 1 only, and nothing on top of classes; at 50k on dev it recovers half of the distance
-from monotone to the oracle in both directions on both seeds (En->Ja 50.6% / 50.1%, Ja->En with left-attached
-oracles 51.2% / 51.7%). Alone it fell below monotone FRS on the short-half Ja->En model's longer inputs with seed 1
-(as the previous defaults did with seed 2) and, by 2e-5, below monotone tau on joined Multi30k En->De inputs; with
-the sentence-level fallback (below) it does not, on either seed, and both are train-reorderer's defaults.
-
-Sentence-level fallback (issue 15 part 1; ReordererConfig.fallback_length / fallback_margin, btg.parse_batch): a
-sentence e words longer than the longest training sentence keeps the model's order only if its best derivation
-beats the best straight derivation by fallback_margin * e^2 (model score), else it stays monotone; sentences no
-longer than that are never tested, so in-domain orders do not change. train-reorderer's default 1.5 was chosen on
-training data, not on dev: the four short-half Ja->En models (training sentences of at most 11 words; the previous
-defaults and the context group, seeds 1 and 2) on 3,000 training sentences of 12-16 words that they never saw.
-Their FRS fell further below monotone the longer the sentence; 1.5 is the smallest e^2 factor that kept FRS at or
-above monotone in every length bucket for all four (a linear c * e needed c = 6 and kept less tau; inversion
-margins up to 6 did not reach monotone FRS on 15-16 words, nor did penalties growing with the span length: the
-harmful inversions are short spans inside long sentences). With it, the context group is at or above monotone in
-corpus and sentence-average tau and FRS on every stress set with both seeds (README). It costs reordering on
-inputs far longer than training: joined dev sentences (45 / 64 words on average) end within 0.001 tau of
-monotone, where the context models without it gained 0.006-0.008.
+How the defaults were chosen, and what they score: docs/reorderer.md.
 """
 from __future__ import annotations
 
@@ -96,15 +55,15 @@ LOSSES = ("tau", "chunk", "tau+chunk")
 UPDATES = {"perceptron": btg.UPDATE_PERCEPTRON, "pa": btg.UPDATE_PA}
 LOSS_NORMS = ("none", "sentence")
 # train-reorderer's defaults where they differ from ReordererConfig's (which stay those of models made before them,
-# and need no word classes): measured on Tanaka dev at 50k, see the README's "Reorderer quality and speed"
+# and need no word classes): measured on Tanaka dev at 50k, see docs/reorderer.md
 CLI_HASH_BITS = 22
 # + "context" (issue 15): half the dev gap to the oracle in both directions; with the fallback below, at or above
-# monotone on every stress set (module docstring, README)
+# monotone on every stress set (docs/reorderer.md)
 CLI_FEATURES = ("span", "children", "terminal", "outside-child", "wide", "context")
 CLI_VIEWS = ("word",)
 CLI_INVERT_MARGIN = 1.0
 # the sentence-level fallback (ReordererConfig.fallback_margin), chosen on training sentences longer than those
-# a model was trained on (module docstring, README)
+# a model was trained on (docs/reorderer.md, "The sentence-level fallback")
 CLI_FALLBACK_MARGIN = 1.5
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
 AUTO_FALLBACK_LENGTH = -1  # TrainOptions.fallback_length: the longest training sentence

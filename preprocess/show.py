@@ -275,7 +275,8 @@ def legend_picture() -> Picture:
 
 
 def sentence_trees(reorderer, sentences: Sequence[Sequence[str]], titles: Sequence[str] | None = None) -> Picture:
-    """One picture of the trees of `sentences` (each a list of words) under a `Reorderer`, stacked, with a legend."""
+    """One picture of the trees of `sentences` (each a list of words) under a reorderer of either kind (anything
+    with `parse_batch`), stacked, with a legend."""
     parses = reorderer.parse_batch([list(s) for s in sentences])
     pictures = [tree_picture(list(words), btg_tree(parse.edges, len(words)), titles[k] if titles else "")
                 for k, (words, parse) in enumerate(zip(sentences, parses))]
@@ -360,9 +361,9 @@ def select_lines(ranges: list[tuple[int, int]] | None, count: int, path: str) ->
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from .reorderer import Reorderer
+    from .reorderer import load_reorderer
 
-    model = Reorderer.load(args.model)  # fail early, with the model file named, before reading the corpus
+    model = load_reorderer(args.model)  # either kind; fails early, naming the model file, before reading the corpus
     sentences = read_tokens(args.src, allow_empty=True)
     chosen = select_lines(args.lines, len(sentences), args.src)
     empty = [i + 1 for i in chosen if not sentences[i]]

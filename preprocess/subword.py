@@ -1,6 +1,6 @@
 """Piece-level cross-lingual (XL) positions: words + word order + sentencepiece model -> one position per piece.
 
-Contract (DESIGN.md, "Piece-level XL positions"): the tokenized source line is encoded with sentencepiece; pieces
+Contract (docs/design.md, "Piece-level XL positions"): the tokenized source line is encoded with sentencepiece; pieces
 map to words through the word-boundary marker "▁" (a piece starting with it begins a new word; a lone "▁" piece,
 which sentencepiece emits before a word starting with an out-of-vocabulary character, belongs to the following
 word); words are laid out in the given order with each word's pieces together and in their own order; a piece's

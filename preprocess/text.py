@@ -2,7 +2,7 @@
 tokenization step) and for inference (fairseq-interactive, hub ``translate()``, through ``xlpos.tokenize``), plus
 the other text steps of the pipeline: detokenization, cleaning of training pairs, and parallel-file checks.
 
-The reorderer and the sentencepiece model were trained on *tokenized words* (DESIGN.md), so raw input must be
+The reorderer and the sentencepiece model were trained on *tokenized words* (docs/design.md), so raw input must be
 tokenized exactly as the training corpus was; checkpoints store the `WordTokenizerSpec` (as `--xl-word-tokenizer`,
 `--xl-normalize`, ...) and the same class tokenizes both. The rules:
 

@@ -6,7 +6,7 @@
 #     $WORK/tok/{train,valid,test}.{$SRC,$TGT}
 # (one sentence per line, tokens split by single spaces, no empty line) and calls
 #     xl_prepare            `xlpos-prep prepare`: align -> oracle -> reorderer -> orders -> sentencepiece -> XL
-#                           positions -> data-bin (xlpos_prep/pipeline.py, the pipeline benchmarks/bleu.py runs too)
+#                           positions -> data-bin (preprocess/pipeline.py, the pipeline benchmarks/bleu.py runs too)
 #     xl_train SYSTEM       baseline | xl-input | xl-head | xl-rope
 #     xl_translate SYSTEM   [checkpoint averaging] -> fairseq-generate on test -> $WORK/out/SYSTEM/test.words
 # Every step skips when it completed: its outputs exist with OUTPUT.done beside them, written only after the step

@@ -4,7 +4,7 @@ A trained XL model is fed positions that carry no reordering information, or del
 measure how much it relies on them; ``fairseq-train --xl-contrast random`` trains the matching control system.
 
 Every permutation is made at WORD level: a word's pieces stay together and in their order, as in positions made
-by ``xlpos-prep positions`` (DESIGN.md, "Piece-level XL positions"), so the model never sees a split word. A
+by ``xlpos-prep positions`` (docs/design.md, "Piece-level XL positions"), so the model never sees a split word. A
 token starts a word when its dictionary symbol begins with sentencepiece's word-boundary marker ``▁`` (a lone
 ``▁`` piece joins the piece after it, as :func:`preprocess.subword.piece_word_ids` reads pieces); the first token
 always starts one. A dictionary without any ``▁`` symbol is word-level: every token is a word.

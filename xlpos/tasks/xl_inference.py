@@ -11,7 +11,7 @@ Used by the task ``translation_xlpos`` for fairseq-interactive, the hub interfac
   (fairseq-interactive rebuilds ``net_input`` from tokens, fairseq-generate on a data-bin without ``.xlpos``
   files): a sentence seen by the first route gets the positions remembered for its ids; otherwise the ids are
   decoded to pieces through the source dictionary and the words are the pieces joined at sentencepiece's
-  word-boundary marker. That is exact when sentencepiece ran on the tokenized words (DESIGN.md), except for
+  word-boundary marker. That is exact when sentencepiece ran on the tokenized words (docs/design.md), except for
   words holding characters sentencepiece normalizes or that the dictionary maps to ``<unk>``, which the
   reorderer then sees in that form.
 
