@@ -158,8 +158,8 @@ def run_train(root: Path, cache: Path, src: str, oracle: str, model_out: Path) -
 def run_cli_reorder(root: Path, cache: Path, model: str, src: Path, out: Path) -> float | None:
     """Wall seconds from spawn to exit of `xlpos-prep reorder` on a fresh numba cache; None when this variant
     cannot read the model."""
-    cmd = [sys.executable, "-m", package_name(root) + ".cli", "reorder", "--model", model, "--src", str(src),
-           "--out", str(out)]
+    cmd = [sys.executable, "-m", package_name(root) + ".cli", "reorder", "--model", str(Path(model).resolve()),
+           "--src", str(src), "--out", str(out)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=child_env(root, cache), cwd=str(cache.parent), capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -201,6 +201,7 @@ def main() -> int:
                    help="time `xlpos-prep reorder` of --cli-first sentences, start to exit, with this model "
                         "(repeatable; linear or neural)")
     p.add_argument("--cli-first", type=int, default=20, help="sentences of the --cli-model runs (default 20)")
+    p.add_argument("--cli-only", action="store_true", help="only the --cli-model runs (no startup/throughput rounds)")
     p.add_argument("--json", help="also write the raw figures here")
     args = p.parse_args()
 
@@ -212,7 +213,7 @@ def main() -> int:
     try:
         for root in variants.values():
             check_variant(root, tmp / "probe")
-        for rnd in range(args.rounds):
+        for rnd in range(0 if args.cli_only else args.rounds):
             for v, root in variants.items():
                 cache = tmp / f"cache-{v}-{rnd}"
                 for kind in ("cold", "warm"):
@@ -266,7 +267,7 @@ def main() -> int:
         return median([m[mark][i] for m in raw[v][kind]])
 
     rows = []
-    for kind in ("cold", "warm"):
+    for kind in () if args.cli_only else ("cold", "warm"):
         for mark, label in (("first_sentence", "first sentence (Reorderer.reorder), s"),
                             ("first_cli_batch", "first CLI batch (reorder_lines), s"),
                             ("first_n", f"first {args.first} sentences, s")):
@@ -274,7 +275,7 @@ def main() -> int:
                 rows.append((f"{kind:4s} {label} {unit}", fig("before", kind, mark, i), fig("after", kind, mark, i)))
         rows.append((f"{kind:4s} whole process, s wall", median([m["total_wall"] for m in raw["before"][kind]]),
                      median([m["total_wall"] for m in raw["after"][kind]])))
-    for i, unit in ((0, "wall"), (1, "cpu")):
+    for i, unit in () if args.cli_only else ((0, "wall"), (1, "cpu")):
         rows.append((f"warm throughput, sent/s {unit}", median([t[i] for t in raw["before"]["throughput"]]),
                      median([t[i] for t in raw["after"]["throughput"]])))
     if args.train_src:

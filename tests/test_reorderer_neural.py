@@ -336,3 +336,14 @@ def test_itertools_sanity_of_the_brute_force():
     # the enumeration above is the BTG set: all 6 orders of 3 words, 22 of the 24 of 4 (not 2413 / 3142)
     assert len(btg_orders(0, 3)) == 6
     assert set(itertools.permutations(range(4))) - btg_orders(0, 4) == {(1, 3, 0, 2), (2, 0, 3, 1)}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_training_on_a_gpu_gives_a_model_that_reorders_without_one():
+    sentences, ranks = toy_corpus(400, seed=1)
+    options = NeuralTrainOptions(epochs=12, lr=1e-2, batch_pairs=2000, device="cuda")
+    model = train_neural(sentences, ranks, SMALL, options, progress=False)
+    assert model.training["device"].startswith("cuda")
+    held_out, held_ranks = toy_corpus(200, seed=2)
+    assert evaluate_orders(model.reorder_batch(held_out), held_ranks).corpus_tau > 0.97  # numpy inference
