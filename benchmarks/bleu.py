@@ -80,7 +80,8 @@ DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 
 from xlpos_prep.io import InputError, atomic_output, read_lines, step_done  # noqa: E402
-from xlpos_prep.pipeline import Layout, PrepareConfig, StepFailed, Steps, prep_cmd, prepare  # noqa: E402
+from xlpos_prep.pipeline import (JACKKNIFE_FOLDS, Layout, PrepareConfig, StepFailed, Steps, prep_cmd,  # noqa: E402
+                                 prepare)
 from xlpos_prep.pipeline import run as run_step_command  # noqa: E402
 from xlpos_prep.reorderer import Reorderer  # noqa: E402
 from xlpos_prep import significance  # noqa: E402
@@ -440,6 +441,8 @@ def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
     reord = f"ro{args.reorder_iterations or 'def'}" + (f"x{args.reorder_lines}" if args.reorder_lines else "")
     if args.reorder_args:  # other reorderer settings make other data: their own replica folder
         reord += ".a" + hashlib.sha1(" ".join(shlex.split(args.reorder_args)).encode()).hexdigest()[:8]
+    if args.jackknife > 1:  # data of K = 1 keeps the folder name it had before jackknifing existed
+        reord += f".jk{args.jackknife}"
     return f"{corpus_lines_tag(spec, args)}.spm{args.spm_vocab}.{reord}"
 
 
@@ -464,7 +467,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     prepared = prepare(PrepareConfig(
         src=s, tgt=t, workers=args.workers, align_splits=SPLITS, align_reversed=(s, t) != spec.align_langs,
         full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
-        reorder_args=shlex.split(args.reorder_args),
+        reorder_args=shlex.split(args.reorder_args), jackknife=args.jackknife,
         eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram",
         seed=args.data_replica or 1), layout)
     times = StepTimes(root / "times.json")  # as prepare() left it
@@ -553,6 +556,10 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
                       # train-reorderer's defaults may change between commits, so every record says which it used
                       "config": reorderer_settings(model)},
         "reordering_vs_oracle": reordering,
+        # the reorderer's own training lines: their orders (jackknifed with K > 1) against their oracle, the gap
+        # to the held-out splits' being what jackknifing closes
+        "train_reordering_vs_oracle": read_json(Path(layout.path("evaluation", "train"))),
+        "jackknife": args.jackknife,
         "spm": {"vocab": args.spm_vocab, "type": "unigram", "joint": True},
         "buckets": {name: e.buckets.summary() for name, e in pair.eval_sets.items() if e.buckets},
         "test_sentences": test_sentences,
@@ -711,7 +718,7 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
             "bleu_py_config": {"train_lines": args.train_lines, "test_lines": args.test_lines,
                                "spm_vocab": args.spm_vocab, "reorder_iterations": args.reorder_iterations,
                                "reorder_lines": args.reorder_lines, "reorder_args": args.reorder_args,
-                               "contrast": args.contrast,
+                               "jackknife": args.jackknife, "contrast": args.contrast,
                                "contrast_window": args.contrast_window, "contrast_seed": args.contrast_seed}})
         log(f"{pair.spec.name} {system} seed {seed}: recorded in {args.records}")
     return out
@@ -1303,6 +1310,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reorderer training passes (0: xlpos-prep train-reorderer's default)")
     p.add_argument("--reorder-lines", type=int, default=0,
                    help="train the reorderer on the first N training lines (0: all)")
+    p.add_argument("--jackknife", type=int, default=JACKKNIFE_FOLDS, metavar="K",
+                   help=f"the pipeline's --jackknife: K reorderers label the reorderer's own training lines "
+                        f"(default {JACKKNIFE_FOLDS}; 1: the model trained on them, as data made before K existed)")
     p.add_argument("--reorder-args", default="",
                    help="further train-reorderer arguments, e.g. '--features span,wide --fallback-margin 0'. A "
                         "campaign names its reorderer settings here, so that its data replicas do not change when "
@@ -1381,7 +1391,7 @@ def main(argv: list[str] | None = None) -> int:
                    "test_lines": args.test_lines, "spm_vocab": args.spm_vocab,
                    "reorder_iterations": args.reorder_iterations or "default",
                    "reorder_lines": args.reorder_lines or "all", "reorder_args": args.reorder_args,
-                   "work": str(Path(args.work).resolve()),
+                   "jackknife": args.jackknife, "work": str(Path(args.work).resolve()),
                    "threads": args.threads or "torch default", "jobs": args.jobs,
                    "malloc_env": {name: os.environ[name] for name in GLIBC_MALLOC_ENV},
                    "xl_positions": "predicted by the BTG reorderer on every split (training included); "

@@ -267,7 +267,7 @@ def prepare_data(opts: argparse.Namespace) -> None:
 
     args = bleu.build_parser().parse_args(["--work", str(opts.work), "--data", str(opts.data),
                                            "--train-lines", str(opts.train_lines),
-                                           "--workers", str(opts.workers)])
+                                           "--workers", str(opts.workers), "--jackknife", str(opts.jackknife)])
     pair = bleu.prepare_pair(bleu.PAIRS["ja-en"], args, [])
     opts.data_bin, opts.source_lang, opts.target_lang = pair.data_bin, "ja", "en"
 
@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="directory holding enja/")
     p.add_argument("--train-lines", type=int, default=0, help="prepare only the first N training lines (0: all)")
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="data preparation processes")
+    p.add_argument("--jackknife", type=int, default=1,
+                   help="the pipeline's --jackknife (default 1: how the training positions were made does not change "
+                        "what reading them costs)")
     p.add_argument("--inprocess-updates", type=int, default=10,
                    help="updates per round of the in-process measurement (0: leave it out)")
     p.add_argument("--inprocess-rounds", type=int, default=3)

@@ -19,7 +19,9 @@ this module never imports fairseq or torch, and a step's log says exactly what w
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -39,6 +41,13 @@ from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, ch
 from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
+# K of the jackknifed training orders (PrepareConfig.jackknife), chosen by measurement: docs/positions.md
+JACKKNIFE_FOLDS = 5
+# settings a work directory made before they existed was made with (its prepare.json lacks them)
+LEGACY_SETTINGS = {"jackknife": 1}
+# the training lines whose orders are scored against their oracle ("evaluate train"): enough for a corpus tau
+# within about 0.002, without an all-pairs count over millions of lines
+TRAIN_EVAL_LINES = 50_000
 ATTACH_NULL_BY_SOURCE = {"ja": "left"}  # measured better for Japanese sources (docs/reorderer.md)
 
 
@@ -198,6 +207,8 @@ class PrepareConfig:
     reorder_loss: str = ""
     reorder_args: list = field(default_factory=list)
     reorder_shards: int = 1                  # >1: each split reordered as that many --shard jobs at once
+    jackknife: int = JACKKNIFE_FOLDS         # K > 1: the reorderer's training lines get the orders of K reorderers,
+    #                                          each trained without their fold (jackknife_orders); 1: off
     attach_null: str = ""                    # "": default_attach_null(src)
     eval_splits: tuple = ("test",)           # reordering scores (Kendall tau, FRS) against the oracle
     spm_vocab: int = 8000
@@ -212,7 +223,7 @@ class PrepareConfig:
         missing = [s for s in self.eval_splits if s not in self.align_splits]
         if missing:
             raise ValueError(f"reordering scores of {', '.join(missing)} need its alignment: add it to align_splits")
-        for name in ("workers", "reorder_shards"):
+        for name in ("workers", "reorder_shards", "jackknife"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
@@ -247,6 +258,8 @@ class Layout:
     config: str              # the recorded PrepareConfig
     times: str | None = None       # wall time per step (None: not kept)
     align_times: str | None = None  # for the alignment step, when shared with other pipelines (bleu.py)
+    jackknife: str | None = None    # directory of the jackknife's folds, models and orders (None: beside the
+    #                                 reorderer, REORDERER_DIR/jackknife)
 
     @classmethod
     def recipe(cls, work: str | os.PathLike) -> "Layout":
@@ -262,6 +275,9 @@ class Layout:
 
     def path(self, slot: str, split: str = "", lang: str = "") -> str:
         return getattr(self, slot).format(split=split, lang=lang)
+
+    def jackknife_path(self, name: str) -> str:
+        return os.path.join(self.jackknife or os.path.join(os.path.dirname(self.reorderer), "jackknife"), name)
 
 
 @dataclass
@@ -454,27 +470,32 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         train_src, train_oracle = layout.reorderer_src, layout.reorderer_oracle
 
     def make_reorderer() -> None:
-        # a killed run's snapshot (MODEL.snapshot) is resumed: the model an uninterrupted run gives
-        resume = os.path.exists(layout.reorderer + ".snapshot")
-        iterations = f"{cfg.reorder_iterations} iterations" if cfg.reorder_iterations else "default iterations"
-        log(f"train-reorderer: {n_reorder} sentences, {iterations}{' (resuming its snapshot)' if resume else ''}")
-        run(prep_cmd("train-reorderer", "--src", train_src, "--oracle", train_oracle, "--model", layout.reorderer,
-                     "--seed", str(cfg.seed),
-                     *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
-                     *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
-                     *(["--resume"] if resume else [])),
-            logs / "train-reorderer.log", verbose=cfg.verbose)
+        log(f"train-reorderer: {n_reorder} sentences")
+        train_reorderer(cfg, train_src, train_oracle, layout.reorderer, logs / "train-reorderer.log")
 
     seconds["train-reorderer"] = steps.step("train-reorderer", [layout.reorderer], make_reorderer,
                                             inputs=[train_src, train_oracle], settings=reorderer_settings(cfg),
                                             expensive=True)
 
-    # ---- the model's own orders for every split, training included: training and test then see the same kind of
-    # XL positions (docs/design.md)
+    # ---- the orders of every split, training included, so that training and test see the same kind of XL
+    # positions (docs/design.md). The reorderer's own training lines get jackknifed orders: a model labels the
+    # sentences it was trained on far better than new ones (docs/positions.md)
     for split in cfg.splits:
-        seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, tok[split, s], layout.path("order", split),
-                                              f"reorder {split}", cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+        if split == "train" and cfg.jackknife > 1:
+            seconds["reorder train"] = jackknifed_train_order(steps, cfg, layout, tok["train", s], train_src,
+                                                              train_oracle, n_reorder, n["train"], logs, seconds)
+        else:
+            seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, tok[split, s], layout.path("order", split),
+                                                  f"reorder {split}", cfg.workers, cfg.reorder_shards, logs,
+                                                  cfg.verbose)
+    # the training lines' orders against their oracle, beside the held-out splits': the gap jackknifing closes
+    train_eval = layout.path("evaluation", "train")
+    seconds["evaluate train"] = steps.step("evaluate train", [train_eval], lambda: evaluate_reordering(
+        layout.path("order", "train"), train_oracle, train_eval, limit=min(n_reorder, TRAIN_EVAL_LINES)),
+        inputs=[layout.path("order", "train"), train_oracle], settings={"lines": min(n_reorder, TRAIN_EVAL_LINES)})
     for split in cfg.eval_splits:
+        if split == "train":
+            continue
         out = layout.path("evaluation", split)
         seconds[f"evaluate {split}"] = steps.step(f"evaluate {split}", [out], lambda split=split, out=out: (
             evaluate_reordering(layout.path("order", split), layout.path("oracle", split), out)),
@@ -521,6 +542,7 @@ def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
         old = json.loads(path.read_text(encoding="utf-8"))
         if "note" in old and not cfg._attach_null_given:  # an oracle made before the default: kept, see below
             cfg.attach_null = recorded["attach_null"] = old["attach_null"]
+        old = {**{k: v for k, v in LEGACY_SETTINGS.items() if k not in old}, **old}
         differ = [k for k in recorded if k in old and old[k] != recorded[k]]
         if not differ:
             return
@@ -586,13 +608,139 @@ def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: in
     return steps.step(name, [out], make, inputs=[model, src])
 
 
-def evaluate_reordering(order: str, oracle: str, out: str) -> None:
-    """Kendall tau and FRS of the predicted orders and of the monotone and reversed baselines vs the oracle."""
-    from .metrics import evaluate_orders, monotone_order, read_orders, reversed_order
+def train_reorderer(cfg: PrepareConfig, src: str, oracle: str, model: str, log_path: Path) -> None:
+    """`xlpos-prep train-reorderer` with the configuration's options: the one command every reorderer of a pipeline
+    (the model, the jackknife's) is trained with. A killed run's snapshot (MODEL.snapshot) is resumed, which gives
+    the model an uninterrupted run gives."""
+    resume = os.path.exists(model + ".snapshot")
+    if resume:
+        log(f"train-reorderer: resuming the snapshot of {model}")
+    run(prep_cmd("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, "--seed", str(cfg.seed),
+                 *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
+                 *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
+                 *(["--resume"] if resume else [])),
+        log_path, verbose=cfg.verbose)
+
+
+def write_folds(src: str, oracle: str, n_lines: int, folds: int, path: Callable[[int, str], str]) -> None:
+    """Split the first n_lines of `src` and `oracle` into `folds` folds, line i into fold i mod K (interleaved,
+    so that a corpus sorted by origin or length gives every fold the same mix): per fold k, the other folds' lines
+    (path(k, "train.src"/"train.oracle")) and its own source lines (path(k, "held.src")). Streams."""
+    with contextlib.ExitStack() as stack:
+        out = {(k, kind): stack.enter_context(atomic_output(path(k, kind)))
+               for k in range(folds) for kind in ("train.src", "train.oracle", "held.src")}
+        pairs = zip(itertools.islice(iter_lines(src), n_lines), itertools.islice(iter_lines(oracle), n_lines))
+        for i, (words, ranks) in enumerate(pairs):
+            held = i % folds
+            out[held, "held.src"].write(words + "\n")
+            for k in range(folds):
+                if k != held:
+                    out[k, "train.src"].write(words + "\n")
+                    out[k, "train.oracle"].write(ranks + "\n")
+
+
+def interleave_folds(parts: Sequence[str], n_lines: int, out: str) -> None:
+    """The inverse of write_folds' split: line i of `out` is the next line of parts[i mod K]."""
+    readers = [iter_lines(p) for p in parts]
+    with atomic_output(out) as f:
+        for i in range(n_lines):
+            line = next(readers[i % len(parts)], None)
+            if line is None:
+                raise InputError(parts[i % len(parts)], None, f"ends before line {i // len(parts) + 1}, which "
+                                 f"line {i + 1} of the jackknifed orders needs")
+            f.write(line + "\n")
+
+
+def jackknifed_train_order(steps: Steps, cfg: PrepareConfig, layout: Layout, tok_src: str, src: str, oracle: str,
+                           n_reorder: int, n_train: int, logs: Path, seconds: dict) -> float | None:
+    """The training split's orders, jackknifed: the reorderer's n_reorder training lines (`src`, `oracle`) are
+    split into K folds and each fold is reordered by a reorderer trained, with the same options and seed, on the
+    other K-1 folds; training lines beyond n_reorder (of `tok_src`) are reordered by the model trained on all of
+    them, as every other split is. So the training split's XL positions are as accurate as those of sentences no
+    reorderer saw, which is what the translation model meets at test time. Folds train `cfg.workers` at a time;
+    each fold's model and order follows the completion rule, so a killed run redoes only unfinished folds."""
+    folds = cfg.jackknife
+    if n_reorder < 2 * folds:
+        raise InputError(src, None, f"{n_reorder} reorderer training lines cannot make {folds} jackknife folds of "
+                         f"two or more: use --jackknife 1 (or fewer folds)")
+    def fold(k: int, kind: str) -> str:
+        return layout.jackknife_path(f"fold{k + 1}-of-{folds}.{kind}")
+
+    # the fold's reorderer, named like the full model (.model, .npz)
+    models = [fold(k, os.path.splitext(layout.reorderer)[1].lstrip(".") or "model") for k in range(folds)]
+
+    fold_files = [fold(k, kind) for k in range(folds) for kind in ("train.src", "train.oracle", "held.src")]
+    seconds["jackknife folds"] = steps.step("jackknife folds", fold_files, lambda: (
+        os.makedirs(os.path.dirname(fold_files[0]), exist_ok=True),
+        write_folds(src, oracle, n_reorder, folds, fold)), inputs=[src, oracle], settings={"lines": n_reorder})
+    orders = [fold(k, "held.order") for k in range(folds)]
+
+    def fold_job(k: int) -> None:
+        model = models[k]
+        log_path = logs / f"jackknife-fold{k + 1}.log"
+        model_inputs = [fold(k, "train.src"), fold(k, "train.oracle")]
+        if not step_done([model], model_inputs, reorderer_settings(cfg)):
+            start_step([model])
+            before = input_identities(model_inputs)
+            log(f"jackknife: training the reorderer of fold {k + 1} of {folds}")
+            train_reorderer(cfg, fold(k, "train.src"), fold(k, "train.oracle"), model, log_path)
+            finish_step([model], f"jackknife fold {k + 1} train-reorderer", model_inputs, reorderer_settings(cfg),
+                        before)
+        start_step([orders[k]])
+        before = input_identities([model, fold(k, "held.src")])
+        run(prep_cmd("reorder", "--model", model, "--src", fold(k, "held.src"), "--out", orders[k], "--workers",
+                     str(max(1, cfg.workers // min(cfg.workers, folds)))), log_path, verbose=cfg.verbose)
+        finish_step([orders[k]], f"jackknife fold {k + 1} reorder", [model, fold(k, "held.src")], None, before)
+        log(f"jackknife: fold {k + 1} of {folds} reordered")
+
+    def make_orders() -> None:
+        todo = [k for k in range(folds) if not step_done([orders[k]], [models[k], fold(k, "held.src")])]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(cfg.workers, len(todo)))) as pool:
+            for job in [pool.submit(fold_job, k) for k in todo]:
+                job.result()  # the first failure, after the running folds end (their work is kept)
+
+    seconds["jackknife reorderers"] = steps.step("jackknife reorderers", orders, make_orders, inputs=fold_files,
+                                                 settings=reorderer_settings(cfg))
+    folded = layout.jackknife_path(f"train-{folds}-folds.order")
+    seconds["jackknife orders"] = steps.step("jackknife orders", [folded],
+                                             lambda: interleave_folds(orders, n_reorder, folded), inputs=orders,
+                                             settings={"lines": n_reorder})
+    parts = [folded]
+    if n_train > n_reorder:  # the lines no reorderer was trained on: the full model's orders
+        rest_src, rest_order = layout.jackknife_path("rest.src"), layout.jackknife_path("rest.order")
+        seconds["jackknife rest source"] = steps.step("jackknife rest source", [rest_src], lambda: write_lines(
+            rest_src, itertools.islice(iter_lines(tok_src), n_reorder, None)), inputs=[tok_src],
+            settings={"first": n_reorder})
+        seconds["reorder train rest"] = reorder(steps, layout.reorderer, rest_src, rest_order, "reorder train rest",
+                                                cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+        parts.append(rest_order)
+
+    def concatenate() -> None:
+        with atomic_output(layout.path("order", "train")) as f:
+            for part in parts:
+                with open(part, encoding="utf-8") as p:
+                    shutil.copyfileobj(p, f)
+
+    return steps.step("reorder train", [layout.path("order", "train")], concatenate, inputs=parts)
+
+
+def evaluate_reordering(order: str, oracle: str, out: str, limit: int | None = None) -> None:
+    """Kendall tau and FRS of the predicted orders and of the monotone and reversed baselines vs the oracle; with
+    `limit`, of the first `limit` lines of both files (the order file may hold more lines than the oracle)."""
+    from .metrics import evaluate_orders, monotone_order, parse_order_line, read_orders, reversed_order
     from .oracle import read_oracle
     ranks = read_oracle(oracle)
-    lengths = [len(r) for r in ranks]
-    orders = read_orders(order, lengths, oracle)
+    if limit is None:
+        lengths = [len(r) for r in ranks]
+        orders = read_orders(order, lengths, oracle)
+    else:
+        ranks = ranks[:limit]
+        lengths = [len(r) for r in ranks]
+        lines = list(itertools.islice(iter_lines(order), limit))
+        if len(lines) < len(ranks):
+            raise InputError(order, None, f"has {len(lines)} lines, fewer than the {len(ranks)} of {oracle} it is "
+                             f"scored against")
+        orders = [parse_order_line(line, k, order, i, oracle) for i, (line, k) in enumerate(zip(lines, lengths), 1)]
     with atomic_output(out) as f:
         json.dump({name: asdict(evaluate_orders(o, ranks)) for name, o in (
             ("reorderer", orders), ("monotone", [monotone_order(k) for k in lengths]),
@@ -641,7 +789,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         src=args.src, tgt=args.tgt, workers=args.workers, seed=args.seed, align_lines=args.align_lines,
         reorder_train_lines=args.reorder_train_lines, reorder_iterations=args.reorder_iterations,
         reorder_loss=args.reorder_loss or "", reorder_args=shlex.split(args.reorder_args or ""),
-        reorder_shards=args.reorder_shards, attach_null=args.attach_null or "", spm_vocab=args.spm_vocab,
+        reorder_shards=args.reorder_shards, jackknife=args.jackknife, attach_null=args.attach_null or "", spm_vocab=args.spm_vocab,
         spm_type=args.spm_type, spm_coverage=args.spm_coverage, data_bin=not args.no_data_bin,
         verbose=args.verbose_steps)
     prepare(cfg, Layout.recipe(args.work))
@@ -672,6 +820,10 @@ Every step is skipped when it completed: rerun to resume."""
     p.add_argument("--reorder-args", help="further train-reorderer options, one string")
     p.add_argument("--reorder-shards", type=int_option(1, 1024), default=1,
                    help="reorder each split as N parallel --shard jobs")
+    p.add_argument("--jackknife", type=int_option(1, 100), default=JACKKNIFE_FOLDS, metavar="K",
+                   help=f"label the reorderer's own training lines with K reorderers, each trained without its "
+                        f"fold, so that training positions are as accurate as test ones (default {JACKKNIFE_FOLDS}; "
+                        f"1: label them with the model trained on them)")
     p.add_argument("--attach-null", choices=("left", "right"),
                    help="oracle attachment of unaligned source words (default: left for a ja source, else right)")
     p.add_argument("--spm-vocab", type=int_option(2, 10_000_000), default=8000)
