@@ -347,3 +347,22 @@ def test_training_on_a_gpu_gives_a_model_that_reorders_without_one():
     assert model.training["device"].startswith("cuda")
     held_out, held_ranks = toy_corpus(200, seed=2)
     assert evaluate_orders(model.reorder_batch(held_out), held_ranks).corpus_tau > 0.97  # numpy inference
+
+
+def test_checkpoints_and_translation_inputs_carry_a_neural_reorderer(tmp_path, toy_neural):
+    from fairseq.data import Dictionary
+
+    from xlpos.tasks import xl_inference
+    path = str(tmp_path / "neural.npz")
+    toy_neural.save(path)
+    stored = xl_inference.read_reorderer_file(path)  # what a checkpoint keeps
+    carried = xl_inference.load_reorderer(xl_inference.model_file_from_tensor(
+        "reorderer", xl_inference.model_file_to_tensor(stored), "checkpoint"))
+    assert isinstance(carried, NeuralReorderer)
+    words = ["a1", "n2", "v3", "n4", "p0", "n5"]
+    src_dict = Dictionary()
+    for w in words:
+        src_dict.add_symbol(w)
+    info = xl_inference.XLPositionPipeline(src_dict, carried).analyze_words([words])[0]
+    assert info.method == xl_inference.REORDERER and info.order == [1, 0, 5, 4, 3, 2]
+    assert sorted(range(6), key=lambda i: info.xl_positions[i]) == info.order  # word i sits at xl_positions[i]
