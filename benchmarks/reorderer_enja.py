@@ -143,7 +143,7 @@ def bench(work: Path, direction: str, attach_null: str, size: int, train_args: l
           eval_split: str, speed_repeats: int) -> dict:
     from xlpos_prep.metrics import evaluate_orders, monotone_order, reversed_order
     from xlpos_prep.oracle import read_oracle
-    from xlpos_prep.reorderer import Reorderer
+    from xlpos_prep.reorderer import load_reorderer
 
     src_lang = direction.split("-")[0]
     direction = oracle_name(direction, attach_null)  # file names from here on
@@ -168,11 +168,12 @@ def bench(work: Path, direction: str, attach_null: str, size: int, train_args: l
     sentences = [line.split() for line in read(eval_src)]
     ranks = read_oracle(str(eval_oracle), [len(s) for s in sentences])
     orders = [[int(x) for x in line.split()] for line in read(order_path)]
-    reorderer = Reorderer.load(str(model))
+    reorderer = load_reorderer(str(model))  # either kind (--train-args "--kind neural ...")
     reorderer.reorder_batch(sentences[:10])  # compiled code loaded, word cache irrelevant (fresh per call)
     t0 = time.perf_counter()
     for _ in range(speed_repeats):
-        reorderer.encoder._cache.clear()  # measure with word hashing included, as a fresh process would
+        # measure with word hashing included, as a fresh process would
+        (reorderer.features if reorderer.kind == "neural" else reorderer.encoder)._cache.clear()
         again = reorderer.reorder_batch(sentences)
     speed = speed_repeats * len(sentences) / (time.perf_counter() - t0)
     assert again == orders, "in-process reordering differs from the CLI output"
