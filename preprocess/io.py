@@ -200,7 +200,8 @@ _hashes: dict[tuple, str] = {}
 
 
 def _file_hash(path: str, st: os.stat_result) -> str:
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    # (ctime too: a file rewritten in place with its modification time put back has a new ctime)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in _hashes:
         digest = hashlib.sha256()
         with open(path, "rb") as f:
@@ -275,10 +276,10 @@ def identity_change(path: str | os.PathLike, recorded: dict | None, ignore: Sequ
         return "now a directory"
     if st.st_size != recorded["size"]:
         return f"{_size_text(st.st_size)}, not {_size_text(recorded['size'])}"
-    if st.st_mtime_ns == recorded["mtime_ns"]:
-        return None
     if "sha256" not in recorded or not stat.S_ISREG(st.st_mode):
-        return "modified"
+        return None if st.st_mtime_ns == recorded["mtime_ns"] else "modified"
+    # the bytes tell, whatever the times say (a copy with new times is the same; an edit with its time put back
+    # is not)
     return None if _file_hash(path, st) == recorded["sha256"] else "same size, other contents"
 
 
