@@ -53,8 +53,10 @@ KILL_POINTS = [
     # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
     ("fairseq-preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.5),
     ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.2),
-    ("fairseq-train", lambda w: (w / "checkpoints" / "xl-input").exists(), 1.5),
-    ("decoding", lambda w: (w / "out" / "xl-input").exists(), 0.5),
+    # (not the save and output directories: a run takes their lock, which makes them, before fairseq starts; the
+    # log is opened, with the command written to it, as fairseq is started)
+    ("fairseq-train", lambda w: (w / "checkpoints" / "xl-input" / "train.log").exists(), 1.5),
+    ("decoding", lambda w: (w / "out" / "xl-input" / "generate.log").exists(), 0.5),
 ]
 
 # outputs compared byte for byte with the uninterrupted run (globs under WORK)
