@@ -43,6 +43,15 @@ SETTINGS = {
     "REORDER_ARGS": "--hash-bits 18",  # a 300-sentence corpus needs no 2**22 rows (~800 MB to allocate and save)
 }
 
+def fairseq_logged(log: Path, module: str) -> bool:
+    """fairseq's `module` (fairseq_cli.train, fairseq_cli.generate) wrote to `log`: it is running, past its
+    imports (not the line of the command itself, written before it starts)."""
+    with contextlib.suppress(FileNotFoundError):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            return any(module in line and not line.startswith("$ ") for line in f)
+    return False
+
+
 # (step, condition on WORK meaning the step is running, seconds to wait after it holds)
 KILL_POINTS = [
     ("synth", lambda w: (w / "synth").exists(), 0.0),
@@ -53,10 +62,11 @@ KILL_POINTS = [
     # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
     ("fairseq-preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.5),
     ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.2),
-    # (not the save and output directories: a run takes their lock, which makes them, before fairseq starts; the
-    # log is opened, with the command written to it, as fairseq is started)
-    ("fairseq-train", lambda w: (w / "checkpoints" / "xl-input" / "train.log").exists(), 1.5),
-    ("decoding", lambda w: (w / "out" / "xl-input" / "generate.log").exists(), 0.5),
+    # (fairseq's own lines in its log, not the save and output directories: a run takes their lock, which makes
+    # them, before fairseq starts)
+    ("fairseq-train", lambda w: fairseq_logged(w / "checkpoints" / "xl-input" / "train.log", "fairseq_cli.train"),
+     0.5),
+    ("decoding", lambda w: fairseq_logged(w / "out" / "xl-input" / "generate.log", "fairseq_cli.generate"), 0.2),
 ]
 
 # outputs compared byte for byte with the uninterrupted run (globs under WORK)
