@@ -38,18 +38,20 @@ ENCFREE_PREFIX = "encfree-"    # no encoder layers: embeddings and position enco
 SYSTEM_GRAMMAR = """\
 system names (--systems):
   vanilla                 fairseq's transformer (--task translation)
-  input[-sum|-gated]      InXL; -sum/-gated: --xl-fusion (plain input: the plugin's default fusion)
+  input[-FUSION]          InXL; FUSION = sum|gated|context|tanh: --xl-fusion (plain input: the plugin's default)
   head[-kK][-lLAYERS]     HeadXL; -kK: --xl-heads K; -lLAYERS: --xl-head-layers, one digit per layer or 'all'
                           (head-k2-l01 = 2 XL heads in layers 0 and 1)
   rope[-kK][-lLAYERS]     rotary XL, same head/layer options
   encfree-vanilla         --encoder-layers 0 (context-free source: embeddings + absolute positions only)
-  encfree-input[-sum|-gated]  --encoder-layers 0 with InXL
+  encfree-input[-FUSION]  --encoder-layers 0 with InXL
   <XL system>-oracle      trained on oracle XL positions, evaluated on valid only (also: --ablation-oracle)
   <XL system>-monotone    XL positions = source positions (--xl-positions monotone), trained and decoded so: the
                           integration without reordering information; rope-monotone is the rotary baseline
                           without XL
   <XL system>-random      trained and decoded on random permutations (--xl-contrast random): the control for
                           'any extra position signal helps'
+  <XL system>-noiseK      trained with --xl-position-noise K (a fresh perturbation of the training positions in
+                          every epoch; e.g. rope-noise2, input-context-noise2); before -oracle/-monotone/-random
 """
 
 
@@ -97,7 +99,11 @@ def parse_system(name: str) -> SystemSpec:
         task = xl_task + ["--xl-integration", "none"] if encfree else ["--task", "translation", "--arch",
                                                                          "transformer"]
         return SystemSpec(name, tuple(user_dir + task), tuple(model_args), False, None)
-    m = re.fullmatch(r"input(?:-(sum|gated))?", core) or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?",
+    noise = re.fullmatch(r"(.+)-noise(\d+(?:\.\d+)?)", core)
+    if noise:
+        core = noise.group(1)
+        model_args += ["--xl-position-noise", noise.group(2)]
+    m = re.fullmatch(r"input(?:-(sum|gated|context|tanh))?", core) or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?",
                                                                       core)
     if not m:
         raise ValueError(f"unknown system {name}; see --help for the names")

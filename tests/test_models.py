@@ -25,7 +25,12 @@ from xlpos.models.transformer_xlpos import (
 )
 
 WORDS = "the cat sat on a mat dog ran far away and then came back home".split()
-XL_MODES = [("input", "sum"), ("input", "gated"), ("head", "sum"), ("rope", "sum")]
+XL_MODES = [("input", "sum"), ("input", "gated"), ("input", "context"), ("input", "tanh"), ("head", "sum"),
+            ("rope", "sum")]
+# the parameters each fusion adds to the vanilla model's
+FUSION_PARAMETERS = {"sum": [], "gated": ["encoder.xl_fusion.bias", "encoder.xl_fusion.weight"],
+                     "context": ["encoder.xl_fusion.bias", "encoder.xl_fusion.weight"],
+                     "tanh": ["encoder.xl_fusion.abs_proj", "encoder.xl_fusion.xl_proj"]}
 
 
 class TinyTask:
@@ -140,7 +145,7 @@ def test_xl_modes_start_from_the_vanilla_weights(integration, fusion):
     vanilla = build_vanilla().state_dict()
     model = build_xl(integration, fusion).state_dict()
     extra = sorted(set(model) - set(vanilla))
-    assert extra == (["encoder.xl_fusion.bias", "encoder.xl_fusion.weight"] if fusion == "gated" else [])
+    assert extra == (FUSION_PARAMETERS[fusion] if integration == "input" else [])
     assert set(vanilla) <= set(model)
     for name, tensor in vanilla.items():
         assert torch.equal(model[name], tensor), name
@@ -150,6 +155,18 @@ def test_vanilla_checkpoint_weights_load_into_xl_models():
     vanilla = build_vanilla(seed=1).state_dict()
     for integration in ("none", "input", "head", "rope"):
         build_xl(integration, seed=2).load_state_dict(vanilla, strict=True)
+
+
+def test_vanilla_checkpoint_loads_into_every_fusion_with_its_initial_parameters():
+    vanilla = build_vanilla(seed=1).state_dict()
+    for fusion in FUSION_PARAMETERS:
+        model = build_xl("input", fusion, seed=2)
+        state = dict(vanilla)
+        model.upgrade_state_dict(state)  # in place, as fairseq's checkpoint loading calls it
+        model.load_state_dict(state, strict=True)  # the fusion's parameters were filled in
+        fresh = build_xl("input", fusion, seed=3).encoder.xl_fusion.state_dict()
+        for name, tensor in model.encoder.xl_fusion.state_dict().items():
+            assert torch.equal(tensor, fresh[name]), (fusion, name)
 
 
 @pytest.mark.parametrize("integration,fusion", XL_MODES + [("none", "sum")])
@@ -178,12 +195,12 @@ def test_input_sum_adds_exactly_the_xl_encoding_to_the_vanilla_input():
 @pytest.mark.parametrize(
     "integration,fusion,overrides",
     [("head", "sum", {}), ("head", "sum", {"encoder_normalize_before": True}), ("input", "gated", {}),
-     ("head", "sum", {"xl_head_layers": "all", "xl_heads": 3})],
+     ("input", "context", {}), ("head", "sum", {"xl_head_layers": "all", "xl_heads": 3})],
 )
 def test_xl_equal_to_absolute_positions_reproduces_vanilla(integration, fusion, overrides):
     vanilla, model = build_vanilla(**overrides), build_xl(integration, fusion, **overrides)
     with torch.no_grad():  # a non-trivial gate: the equality must not depend on g
-        for p in model.encoder.xl_fusion.parameters() if fusion == "gated" else []:
+        for p in model.encoder.xl_fusion.parameters() if fusion in ("gated", "context") else []:
             p.normal_()
     tokens, lengths, _ = batch()
     absolute = utils.make_positions(tokens, PAD)

@@ -9,7 +9,10 @@ from fairseq.modules import MultiheadAttention, PositionalEmbedding, SinusoidalP
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from xlpos.modules import (
+    POSITION_FUSIONS,
+    ContextGatedPositionFusion,
     GatedPositionFusion,
+    TanhPositionFusion,
     XLHeadSelfAttention,
     XLTransformerEncoderLayer,
     apply_rotary,
@@ -70,12 +73,39 @@ def test_gated_fusion_starts_as_average_and_is_exact_when_encodings_agree():
     assert fusion.weight.grad is not None and fusion.weight.grad.abs().sum() > 0
 
 
-def test_gated_fusion_draws_no_random_numbers():
+@pytest.mark.parametrize("fusion", sorted(POSITION_FUSIONS))
+def test_fusions_draw_no_random_numbers(fusion):
     torch.manual_seed(3)
     expected = torch.rand(5)
     torch.manual_seed(3)
-    GatedPositionFusion(32)
+    POSITION_FUSIONS[fusion](32)
     assert torch.equal(torch.rand(5), expected)
+
+
+def test_context_gate_starts_as_average_depends_on_the_words_and_is_exact_when_encodings_agree():
+    fusion = ContextGatedPositionFusion(6)
+    a, b, words = torch.randn(2, 4, 6), torch.randn(2, 4, 6), torch.randn(2, 4, 6)
+    assert torch.allclose(fusion(a, b, words), (a + b) / 2)
+    with torch.no_grad():
+        fusion.weight.normal_()
+    assert torch.equal(fusion(a, a, words), a)
+    other = words.clone()
+    other[0, 1] += 1.0  # one word changed: its gate and its neighbours' change, nothing else
+    changed = (fusion(a, b, words) - fusion(a, b, other)).abs().sum(-1) > 0
+    assert changed.tolist() == [[True, True, True, False], [False, False, False, False]]
+    fusion(a, b, words).sum().backward()
+    assert fusion.weight.grad[:, 12:].abs().sum() > 0  # the word and context columns learn
+    with pytest.raises(ValueError, match="token embeddings"):
+        fusion(a, b)
+
+
+def test_tanh_fusion_starts_as_tanh_of_the_sum_and_learns_both_projections():
+    fusion = TanhPositionFusion(6)
+    a, b = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
+    assert torch.allclose(fusion(a, b), torch.tanh(a + b))
+    fusion(a, b).sum().backward()
+    assert fusion.abs_proj.grad.abs().sum() > 0 and fusion.xl_proj.grad.abs().sum() > 0
+    assert set(fusion.initial_state()) == {name for name, _ in fusion.named_parameters()}
 
 
 def test_rotary_scores_depend_only_on_position_differences():

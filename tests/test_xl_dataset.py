@@ -106,7 +106,9 @@ def test_truncated_source_gets_reranked_positions(dictionary):
     truncated = pair_dataset(dictionary, [s[:3] for s in sentences])  # what --truncate-source leaves
     dataset = LanguagePairWithXLPositionsDataset(truncated, [torch.tensor([4, 0, 3, 1, 2])], truncate_source=True)
     # kept pieces have XL 4, 0, 3: their order among themselves is 2, 0, 1
-    assert dataset[0]["xl_positions"].tolist() == expected_row([2, 0, 1], pad)
+    assert dataset[0]["xl_positions"].tolist() == [2, 0, 1]
+    batch = dataset.collater([dataset[0]])
+    assert batch["net_input"]["src_xl_positions"][0].tolist() == expected_row([2, 0, 1], pad)
 
 
 def test_length_mismatch_is_an_error_not_a_misalignment(dictionary):

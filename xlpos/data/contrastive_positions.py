@@ -38,7 +38,7 @@ IGNORES_LOADED = (MONOTONE, REVERSED, RANDOM)
 
 # Separate random streams for data-bin sentences and raw inputs, so that sentence 5 of a split and raw input 5 are
 # not tied to one another.
-SPLIT_SENTENCE, RAW_INPUT = 0, 1
+SPLIT_SENTENCE, RAW_INPUT, TRAINING_NOISE = 0, 1, 2
 
 
 def validate_contrast(contrast: str, window: int, seed: int) -> None:
@@ -128,6 +128,37 @@ def contrast_positions(contrast: str, word_ids: np.ndarray, loaded: Optional[np.
     else:
         raise ValueError(f"--xl-contrast {contrast!r}: choose one of {', '.join(CONTRASTS)}")
     return positions_of_word_order(word_ids, order)
+
+
+def noisy_word_order(order: np.ndarray, rng: np.random.Generator, strength: float) -> np.ndarray:
+    """`order` (word indices) with each word moved by sorting its rank + U(0, strength): the word-shuffle noise
+    of Lample et al. (2018, unsupervised MT), here applied to the XL word order. Below 1 nothing moves; a word
+    never moves more than `strength` places; at 2, about one adjacent pair in eight is swapped."""
+    keys = np.arange(len(order), dtype=np.float64) + rng.uniform(0.0, strength, len(order))
+    return order[np.argsort(keys, kind="stable")]
+
+
+class PositionNoise:
+    """``--xl-position-noise``: a fresh perturbation of the XL word order of every training sentence in every
+    epoch, so that a model is trained on positions as uncertain as the ones it meets at test time, in a new way
+    each time it sees a sentence. A function of (epoch, sentence index) only: the same in every worker and on
+    resume."""
+
+    def __init__(self, strength: float, dictionary):
+        if strength < 0:
+            raise ValueError(f"--xl-position-noise {strength}: must be 0 (off) or positive")
+        self.strength = float(strength)
+        self.word_starts = WordStarts(dictionary)
+
+    def apply(self, tokens: torch.Tensor, positions: torch.Tensor, epoch: int, key: int) -> torch.Tensor:
+        """Noisy raw XL positions of one sentence (tokens without EOS; positions: its raw XL positions)."""
+        ids = tokens.cpu().numpy().astype(np.int64, copy=False)
+        word_ids = self.word_starts.word_ids(ids)
+        if len(word_ids) < 2:
+            return positions
+        order = loaded_word_order(word_ids, positions.numpy().astype(np.int64, copy=False))
+        rng = np.random.default_rng([TRAINING_NOISE, epoch, key])
+        return torch.from_numpy(positions_of_word_order(word_ids, noisy_word_order(order, rng, self.strength)))
 
 
 class XLContrast:

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset, data_utils, indexed_dataset
 
-from xlpos.data.contrastive_positions import SPLIT_SENTENCE, XLContrast
+from xlpos.data.contrastive_positions import SPLIT_SENTENCE, PositionNoise, XLContrast
 from xlpos_prep.binarize import source_tokens_prefix, xl_positions_prefix  # noqa: F401  (the files' names)
 
 XL_POSITIONS_KEY = "src_xl_positions"  # the net_input key the encoder reads
-_ITEM_KEY = "xl_positions"  # per-sample key, already in model convention, EOS included
+_ITEM_KEY = "xl_positions"  # per-sample key: the raw 0-based positions of the pieces (no EOS)
 
 
 def binarize_command(data_bin: str, split: str, source_lang: str, target_lang: str) -> str:
@@ -59,10 +59,17 @@ def check_xl_positions_match_source(xl_sizes: np.ndarray, source_sizes: np.ndarr
 
 
 def model_positions(raw: torch.Tensor, padding_idx: int) -> torch.Tensor:
-    """Raw 0-based XL positions of N pieces -> fairseq convention with EOS appended (length N + 1)."""
-    raw = raw.long()
-    eos = torch.tensor([raw.numel()], dtype=torch.long)
-    return torch.cat([raw, eos]) + (padding_idx + 1)
+    """Raw 0-based XL positions of N pieces -> fairseq convention with EOS appended (length N + 1).
+
+    Built in numpy: it runs once per training example in the data loader, where a few small torch operations
+    cost several times fairseq's own read of the example (benchmarks/xl_data_path.py)."""
+    values = raw.numpy() if raw.device.type == "cpu" else raw.cpu().numpy()
+    n = values.shape[0]
+    out = np.empty(n + 1, dtype=np.int64)
+    out[:n] = values
+    out[n] = n
+    out += padding_idx + 1
+    return torch.from_numpy(out)
 
 
 def rerank(raw: torch.Tensor) -> torch.Tensor:
@@ -89,6 +96,31 @@ def place_like_tokens(src_tokens: torch.Tensor, rows: Sequence[torch.Tensor], pa
     return out
 
 
+def place_raw_like_tokens(src_tokens: torch.Tensor, rows: Sequence[torch.Tensor], padding_idx: int,
+                          ids: Sequence[int]) -> torch.Tensor:
+    """place_like_tokens of raw positions (N per row, no EOS): the whole batch put into fairseq's convention at
+    once, with EOS at position N, in a few numpy operations instead of several per example (what the data loader
+    spends on XL positions: benchmarks/xl_data_path.py)."""
+    mask = src_tokens.ne(padding_idx)
+    counts = mask.sum(dim=1).numpy() if src_tokens.device.type == "cpu" else mask.sum(dim=1).cpu().numpy()
+    lengths = np.fromiter((row.shape[0] for row in rows), dtype=np.int64, count=len(rows))
+    wrong = np.nonzero(lengths + 1 != counts)[0]
+    if len(wrong):
+        i = int(wrong[0])
+        raise ValueError(f"example {ids[i]}: {lengths[i] + 1} XL positions (with EOS) for {counts[i]} source tokens")
+    out = torch.full_like(src_tokens, padding_idx)
+    if len(rows):
+        flat = np.empty(int(counts.sum()), dtype=np.int64)
+        eos = np.cumsum(counts) - 1
+        is_eos = np.zeros(len(flat), dtype=bool)
+        is_eos[eos] = True
+        flat[~is_eos] = np.concatenate([row.numpy() for row in rows])
+        flat[eos] = lengths
+        flat += padding_idx + 1
+        out[mask] = torch.from_numpy(flat).to(out.device)
+    return out
+
+
 class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
     """A LanguagePairDataset whose batches also carry ``net_input["src_xl_positions"]``.
 
@@ -101,11 +133,15 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
             re-ranked over the kept pieces, so they stay a permutation. Without it a length mismatch is an error.
         contrast: ``--xl-contrast`` applied to every example (keyed by its index), after truncation, so the
             permutation is made over the pieces the model actually sees.
+        noise: ``--xl-position-noise`` (training splits), applied last, anew in every epoch (set_epoch).
     """
 
     def __init__(self, dataset: LanguagePairDataset, xl_positions: Optional[Sequence[torch.Tensor]],
-                 name: str = "XL positions", truncate_source: bool = False, contrast: Optional[XLContrast] = None):
+                 name: str = "XL positions", truncate_source: bool = False, contrast: Optional[XLContrast] = None,
+                 noise: Optional[PositionNoise] = None):
         super().__init__(dataset)
+        self.noise = noise if noise is not None and noise.strength > 0 else None
+        self.epoch = 1
         if xl_positions is not None and len(xl_positions) != len(dataset):
             raise ValueError(f"{name}: {len(xl_positions)} sentences for a dataset of {len(dataset)}")
         self.xl_positions = xl_positions
@@ -132,13 +168,18 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
     def __getitem__(self, index: int) -> dict:
         item = self.dataset[index]
         source = item["source"]
-        num_tokens = int(source.ne(self.padding_idx).sum())
-        raw = self.raw_positions(index, num_tokens)
+        raw = self.raw_positions(index, source.numel())  # a LanguagePairDataset example is unpadded
         if self.contrast is not None:
             pieces = source[source.ne(self.padding_idx)][:-1]  # EOS excluded
             raw = self.contrast.apply(pieces, raw if self.xl_positions is not None else None, SPLIT_SENTENCE, index)
-        item[_ITEM_KEY] = model_positions(raw, self.padding_idx)
+        if self.noise is not None:
+            raw = self.noise.apply(source[source.ne(self.padding_idx)][:-1], raw, self.epoch, index)
+        item[_ITEM_KEY] = raw  # put into the model's convention per batch (collater)
         return item
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        self.epoch = epoch
 
     def collater(self, samples: list, pad_to_length: Optional[dict] = None) -> dict:
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
@@ -148,7 +189,7 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
         by_id = {int(s["id"]): s[_ITEM_KEY] for s in samples}
         ids = batch["id"].tolist()
         src_tokens = batch["net_input"]["src_tokens"]
-        batch["net_input"][XL_POSITIONS_KEY] = place_like_tokens(
+        batch["net_input"][XL_POSITIONS_KEY] = place_raw_like_tokens(
             src_tokens, [by_id[i] for i in ids], self.padding_idx, ids)
         return batch
 

@@ -9,9 +9,10 @@ to the encoder, so training, validation and beam search need nothing else.  The 
 ``--xl-integration`` chooses how the encoder uses them:
 
 * ``none``  — exactly fairseq's ``transformer`` (same parameters, same random draws, same outputs).
-* ``input`` — InXL: the encoder input is embed_scale * tok + F(PE(abs), PE(xl)) with
-  F = PE(abs) + PE(xl) (``--xl-fusion sum``) or a learned per-channel convex gate (``--xl-fusion gated``, see
-  :class:`xlpos.modules.GatedPositionFusion`).  PE is the encoder's own table (sinusoidal, or learned with
+* ``input`` — InXL: the encoder input is embed_scale * tok + F(PE(abs), PE(xl)) with ``--xl-fusion``
+  F = PE(abs) + PE(xl) (``sum``), a learned per-channel convex gate (``gated``,
+  :class:`xlpos.modules.GatedPositionFusion`), the same gate also fed the word and its neighbours (``context``)
+  or tanh(U PE(abs) + V PE(xl)) (``tanh``); see :data:`xlpos.modules.POSITION_FUSIONS`.  PE is the encoder's own table (sinusoidal, or learned with
   ``--encoder-learned-pos``, sharing its parameters).
 * ``head``  — HeadXL: in the encoder layers listed by ``--xl-head-layers`` (default: the first), the first
   ``--xl-heads`` heads (default: half) compute queries and keys from the layer input with the absolute encoding
@@ -25,8 +26,9 @@ to the encoder, so training, validation and beam search need nothing else.  The 
 ``--encoder-layers 0`` (an encoder-free model: embeddings and position encodings straight into the decoder's
 cross-attention) works with ``none`` and ``input``; ``head`` and ``rope`` need attention layers and say so.
 
-With input/sum, head and rope no parameter is added; the gated fusion adds zero-initialised ones, which a vanilla
-checkpoint lacks: loading one (``--finetune-from-model``) fills them with those initial values.  No mode draws
+With input/sum, head and rope no parameter is added; the other fusions add parameters initialised without random
+draws (zeros, or the identity), which a vanilla checkpoint lacks: loading one (``--finetune-from-model``) fills
+them with those initial values.  No mode draws
 extra random numbers, so every model built with the same seed starts from the vanilla model's weights.
 """
 from __future__ import annotations
@@ -50,14 +52,14 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
 from xlpos.modules import (
-    GatedPositionFusion,
+    POSITION_FUSIONS,
     XLTransformerEncoderLayer,
     lookup_position_encoding,
     rotary_cos_sin,
 )
 
 XL_INTEGRATIONS = ("none", "input", "head", "rope")
-XL_FUSIONS = ("sum", "gated")
+XL_FUSIONS = tuple(POSITION_FUSIONS)
 
 MISSING_XL_POSITIONS = (
     "transformer_xlpos with --xl-integration {mode} needs net_input['src_xl_positions'], which this task does not "
@@ -140,7 +142,7 @@ class XLPosTransformerEncoder(TransformerEncoder):
         if mode == "rope" and (cfg.encoder.embed_dim // cfg.encoder.attention_heads) % 2:
             raise ValueError("--xl-integration rope needs an even attention head dimension")
         # Created last and without random draws, so all other parameters match the vanilla model's.
-        self.xl_fusion = GatedPositionFusion(cfg.encoder.embed_dim) if mode == "input" and self.xl.fusion == "gated" else None
+        self.xl_fusion = POSITION_FUSIONS[self.xl.fusion](cfg.encoder.embed_dim) if mode == "input" else None
 
     def build_encoder_layer(self, args):
         index = self._num_layers_built
@@ -201,8 +203,7 @@ class XLPosTransformerEncoder(TransformerEncoder):
         pe_xl = lookup_position_encoding(self.embed_positions, src_xl_positions) if mode in ("input", "head") else None
 
         if mode == "input":
-            fused = self.xl_fusion(pe_abs, pe_xl) if self.xl_fusion is not None else pe_abs + pe_xl
-            x = encoder_embedding + fused
+            x = encoder_embedding + self.xl_fusion(pe_abs, pe_xl, encoder_embedding)
         elif pe_abs is not None:
             x = encoder_embedding + pe_abs
         else:
@@ -277,11 +278,11 @@ class XLPosTransformerEncoder(TransformerEncoder):
         return self
 
     def upgrade_state_dict_named(self, state_dict, name):
-        """fairseq's upgrades, plus the gated fusion's parameters at their initial values when the state lacks
-        them (a vanilla Transformer checkpoint, ``--finetune-from-model``/``--restore-file`` into InXL gated):
-        the model then starts as the vanilla model it was loaded from, with the gate at its fresh start."""
+        """fairseq's upgrades, plus the fusion's parameters at their initial values when the state lacks them (a
+        vanilla Transformer checkpoint, ``--finetune-from-model``/``--restore-file`` into InXL): the model then
+        starts as the vanilla model it was loaded from, with the fusion at its fresh start."""
         state_dict = super().upgrade_state_dict_named(state_dict, name)
-        if self.xl_fusion is not None:
+        if hasattr(self.xl_fusion, "initial_state"):
             prefix = f"{name}.xl_fusion." if name else "xl_fusion."
             for key, value in self.xl_fusion.initial_state().items():
                 state_dict.setdefault(prefix + key, value)
@@ -319,8 +320,8 @@ class XLPosTransformerModel(TransformerModel):
             "--xl-fusion",
             choices=XL_FUSIONS,
             help="input mode: sum = PE(abs) + PE(xl); gated = learned per-channel gate g*PE(abs) + (1-g)*PE(xl); "
-            "default: gated (Tanaka Ja-En, 300 updates, one seed: test BLEU gated 7.86, sum 3.62, vanilla 7.11; "
-            "gated vs sum p = 0.001, paired bootstrap)",
+            "context = that gate also fed the word and its neighbours; tanh = tanh(U PE(abs) + V PE(xl)); "
+            "default: gated (docs/results.md compares them)",
         )
         parser.add_argument(
             "--xl-heads",

@@ -39,7 +39,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask, load_langpair_dataset
 
-from xlpos.data.contrastive_positions import CONTRASTS, RAW_INPUT, XLContrast
+from xlpos.data.contrastive_positions import CONTRASTS, RAW_INPUT, PositionNoise, XLContrast
 from xlpos.data.length_buckets import apply_length_buckets
 from xlpos.data.xl_positions_dataset import (
     XL_POSITIONS_KEY,
@@ -152,6 +152,14 @@ class TranslationXLPosConfig(TranslationConfig):
         default=3,
         metadata={"help": "window K of --xl-contrast local-shuffle (at least 2): words move only within "
                           "consecutive groups of K words of the loaded XL order"},
+    )
+    xl_position_noise: float = field(
+        default=0.0,
+        metadata={"help": "training only: in every epoch, perturb the XL word order of each sentence of the "
+                          "training split (--train-subset) anew: words sorted by their XL rank + U(0, K), so "
+                          "a word moves at most K places (K = 2: about one adjacent pair in eight swapped); the "
+                          "model then trains on positions about as uncertain as the reorderer's at test time. "
+                          "0: off"},
     )
     xl_contrast_seed: int = field(
         default=1,
@@ -376,8 +384,10 @@ class TranslationXLPosTask(TranslationTask):
         else:
             xl, name = self._load_split_xl_positions(split, epoch, combine)
             self._report_agreement_with_reorderer(split, pair, xl, name)
+        noise = float(getattr(self.cfg, "xl_position_noise", 0.0))  # configurations saved before it lack it
         self.datasets[split] = LanguagePairWithXLPositionsDataset(
-            pair, xl, name=name, truncate_source=self.cfg.truncate_source, contrast=self.xl_contrast)
+            pair, xl, name=name, truncate_source=self.cfg.truncate_source, contrast=self.xl_contrast,
+            noise=PositionNoise(noise, self.src_dict) if noise and split == self.cfg.train_subset else None)
 
     def _upsample_primary(self) -> int:
         """Copies of the first shard (``{split}``) when split shards (``{split}1``, ...) are combined. fairseq's
