@@ -42,7 +42,7 @@ from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
 # K of the jackknifed training orders (PrepareConfig.jackknife), chosen by measurement: docs/positions.md
-JACKKNIFE_FOLDS = 5
+JACKKNIFE_FOLDS = 3
 # settings a work directory made before they existed was made with (its prepare.json lacks them)
 LEGACY_SETTINGS = {"jackknife": 1}
 # the training lines whose orders are scored against their oracle ("evaluate train"): enough for a corpus tau
@@ -208,7 +208,7 @@ class PrepareConfig:
     reorder_args: list = field(default_factory=list)
     reorder_shards: int = 1                  # >1: each split reordered as that many --shard jobs at once
     jackknife: int = JACKKNIFE_FOLDS         # K > 1: the reorderer's training lines get the orders of K reorderers,
-    #                                          each trained without their fold (jackknife_orders); 1: off
+    #                                          each trained without their fold (jackknifed_train_order); 1: off
     attach_null: str = ""                    # "": default_attach_null(src)
     eval_splits: tuple = ("test",)           # reordering scores (Kendall tau, FRS) against the oracle
     spm_vocab: int = 8000
@@ -616,6 +616,7 @@ def train_reorderer(cfg: PrepareConfig, src: str, oracle: str, model: str, log_p
     if resume:
         log(f"train-reorderer: resuming the snapshot of {model}")
     run(prep_cmd("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, "--seed", str(cfg.seed),
+                 "--src-lang", cfg.src,
                  *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
                  *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
                  *(["--resume"] if resume else [])),

@@ -55,15 +55,15 @@ LOSSES = ("tau", "chunk", "tau+chunk")
 UPDATES = {"perceptron": btg.UPDATE_PERCEPTRON, "pa": btg.UPDATE_PA}
 LOSS_NORMS = ("none", "sentence")
 # train-reorderer's defaults where they differ from ReordererConfig's (which stay those of models made before them,
-# and need no word classes): measured on Tanaka dev at 50k, see the README's "Reorderer quality and speed"
+# and need no word classes): measured on Tanaka dev at 50k, see docs/reorderer.md
 CLI_HASH_BITS = 22
 # + "context" (issue 15): half the dev gap to the oracle in both directions; with the fallback below, at or above
-# monotone on every stress set (module docstring, README)
+# monotone on every stress set (docs/reorderer.md)
 CLI_FEATURES = ("span", "children", "terminal", "outside-child", "wide", "context")
 CLI_VIEWS = ("word",)
 CLI_INVERT_MARGIN = 1.0
 # the sentence-level fallback (ReordererConfig.fallback_margin), chosen on training sentences longer than those
-# a model was trained on (module docstring, README)
+# a model was trained on (docs/reorderer.md, "The sentence-level fallback")
 CLI_FALLBACK_MARGIN = 1.5
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
 AUTO_FALLBACK_LENGTH = -1  # TrainOptions.fallback_length: the longest training sentence
