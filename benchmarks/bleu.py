@@ -64,7 +64,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import re
 import shlex
@@ -211,10 +210,6 @@ def read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def fairseq_cli(name: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", f"fairseq_cli.{name}", *args]
-
-
 def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None,
         cpu_seconds: list[float] | None = None) -> float:
     """A command of a step (xlpos_prep.pipeline.run: output appended to log_path, stdout to stdout_path
@@ -224,10 +219,6 @@ def run(cmd: Sequence, log_path: Path, stdout_path: Path | None = None,
     t0 = time.perf_counter()
     run_step_command(cmd, log_path, stdout_path, cpu_seconds=cpu_seconds)
     return time.perf_counter() - t0
-
-
-# Steps of this benchmark are run by the pipeline's one implementation of the completion rule.
-StepTimes = Steps
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -345,7 +336,7 @@ def corpus_dir(spec: PairSpec, args: argparse.Namespace) -> Path:
     root = Path(args.work) / f"corpus-{spec.corpus}"
     out = root / "generated"
     sizes = [f"--{split}={SYNTH_CORPUS[split]}" for split in SPLITS]
-    StepTimes(root / "times.json").step("synth", [out], lambda: run(
+    Steps(root / "times.json").step("synth", [out], lambda: run(
         prep_cmd("synth", "--out-dir", out, *sizes, "--seed", str(SYNTH_CORPUS["seed"])), root / "logs" / "synth.log"))
     return out
 
@@ -354,7 +345,7 @@ def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict
     """Tokenized splits of both languages and raw references, shared by the corpus's two directions (so is the
     alignment the pipeline makes under align/). Returns (directory, info)."""
     root = Path(args.work) / f"corpus-{spec.corpus}" / corpus_lines_tag(spec, args)
-    times = StepTimes(root / "times.json")
+    times = Steps(root / "times.json")
     data = corpus_dir(spec, args)
     langs = spec.align_langs
     tok = root / "tok"
@@ -455,7 +446,7 @@ def reorderer_settings(model: Path) -> dict:
 def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tuple[str, Path, Path]]) -> PreparedPair:
     corpus_root, corpus_info = prepare_corpus(spec, args)
     root = Path(args.work) / spec.name / data_tag(spec, args)
-    times = StepTimes(root / "times.json")
+    times = Steps(root / "times.json")
     logs = root / "logs"
     s, t = spec.src, spec.tgt
     tok = corpus_root / "tok"
@@ -470,7 +461,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         reorder_args=shlex.split(args.reorder_args), jackknife=args.jackknife,
         eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram",
         seed=args.data_replica or 1), layout)
-    times = StepTimes(root / "times.json")  # as prepare() left it
+    times = Steps(root / "times.json")  # as prepare() left it
     corpus_info["align_seconds"] = prepared.seconds["align (train+valid+test)"]
     oracle_dir = root / "oracle"
     reo = root / "reorder"
@@ -573,7 +564,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     return pair
 
 
-def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: StepTimes, name: str,
+def prepare_extra(spec: PairSpec, args: argparse.Namespace, root: Path, times: Steps, name: str,
                   src_path: Path, ref_path: Path, model: Path, spm_model: str, data_bin: Path) -> EvalSet:
     """A further held-out set (--test-src/--test-ref, in the pair's own format): tokenized, reordered by the
     pair's reorderer, binarized with the pair's dictionary."""
@@ -664,7 +655,7 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
         fairseq_args = (*task_args(spec), "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2",
                         "--max-len-b", "10", "--max-tokens", str(args.gen_max_tokens), "--seed", str(seed),
                         *eval_set.generate_args, *device_args())
-        seconds = StepTimes().step(f"generate {key}", [gen], lambda: generate(
+        seconds = Steps().step(f"generate {key}", [gen], lambda: generate(
             gen, run_dir / "generate.log", data_bin, run_dir / "checkpoint_last.pt", pair.spec.src, pair.spec.tgt,
             eval_set.subset, fairseq_args))
     # the recipes' decoding (xlpos-prep translate): best hypotheses in input order -> sentencepiece-decoded words

@@ -487,8 +487,8 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     cfg = bleu.TrainConfig(max_update=5)
     records = tmp_path / "records"
     args = Namespace(no_train=False, attention_aer=False, attention_layer=-1, records=records, train_lines=0,
-                     test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, reorder_args="", contrast=[],
-                     contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
+                     test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, reorder_args="", jackknife=3,
+                     contrast=[], contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
 
     def make_pair(root: Path):
         pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
@@ -571,9 +571,12 @@ def test_p_values_below_a_thousandth_are_not_printed_as_zero() -> None:
 def test_reorderer_arguments_make_their_own_data_replica() -> None:
     # a campaign pins its reorderer settings with --reorder-args: the replica made with them must not be confused
     # with one made with train-reorderer's defaults (which may change), nor with other settings
-    args = bleu.build_parser().parse_args(["--pairs", "ja-en", "--data-replica", "1"])
+    args = bleu.build_parser().parse_args(["--pairs", "ja-en", "--data-replica", "1", "--jackknife", "1"])
     spec = bleu.PAIRS["ja-en"]
     assert bleu.data_tag(spec, args) == "trainall-holdout1000-replica1.spm8000.rodef"  # older replicas keep their name
+    # jackknifed training positions (the default) are other data: a folder of their own per K
+    jackknifed = bleu.build_parser().parse_args(["--pairs", "ja-en", "--data-replica", "1"])
+    assert bleu.data_tag(spec, jackknifed) == f"trainall-holdout1000-replica1.spm8000.rodef.jk{bleu.JACKKNIFE_FOLDS}"
     pinned = Namespace(**{**vars(args), "reorder_args": "--features span,wide  --fallback-margin 0"})
     same = Namespace(**{**vars(args), "reorder_args": "--features span,wide --fallback-margin 0"})
     other = Namespace(**{**vars(args), "reorder_args": "--features span,wide"})

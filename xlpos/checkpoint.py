@@ -113,19 +113,6 @@ def fairseq_checkpoint_globals() -> list[Callable | tuple[Callable, str]]:
     ]
 
 
-def allowlisted_global_names() -> list[str]:
-    """``module.name`` of every allowlisted global, as they appear in pickles (for reports and messages)."""
-    names = []
-    for entry in fairseq_checkpoint_globals():
-        if isinstance(entry, tuple):
-            names.append(entry[1])
-        elif entry is typing.Any:
-            names.append("typing.Any")
-        else:
-            names.append(f"{entry.__module__}.{entry.__qualname__}")
-    return sorted(names)
-
-
 class UntrustedCheckpointError(pickle.UnpicklingError):
     """A fairseq checkpoint references a class outside the allowlist and the user has not opted in."""
 

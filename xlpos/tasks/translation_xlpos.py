@@ -139,14 +139,9 @@ class TranslationXLPosConfig(TranslationConfig):
     )
     xl_contrast: XL_CONTRAST_CHOICES = field(
         default="none",
-        metadata={"help": "contrastive XL positions, to test whether a model uses its XL positions (generate, "
-                          "interactive, hub) or to train a control system (fairseq-train --xl-contrast random): "
-                          "permutations of whole words (pieces of a word kept together and in order) replacing the "
-                          "positions of every split and of raw input. none: as loaded (--xl-positions); monotone: "
-                          "absolute positions; reversed: words in reverse source order; random: a uniformly random "
-                          "word order; local-shuffle: the loaded word order with words permuted within consecutive "
-                          "windows of --xl-contrast-window words. Monotone, reversed and random need no .xlpos "
-                          "files or reorderer"},
+        metadata={"help": "replace the XL positions of every split and raw input by a word permutation, to test "
+                          "whether a model uses them or to train a control (random): none (as loaded), monotone, "
+                          "reversed, random, local-shuffle (within --xl-contrast-window words); docs/evidence.md"},
     )
     xl_contrast_window: int = field(
         default=3,
