@@ -192,15 +192,15 @@ def test_bleu_step_times_skip_only_completed_steps(tmp_path):
         if fail:
             raise RuntimeError("killed")
 
-    times = bleu.StepTimes(tmp_path / "times.json")
+    times = bleu.Steps(tmp_path / "times.json")
     with pytest.raises(RuntimeError):
         times.step("s", [out], lambda: make(fail=True))
     assert out.exists() and not (tmp_path / "a.txt.done").exists()  # what a killed step leaves
     times.step("s", [out], make)  # not skipped: the output exists but the step did not complete
     assert len(calls) == 2 and out.read_text() == "complete" and (tmp_path / "a.txt.done").exists()
-    bleu.StepTimes(tmp_path / "times.json").step("s", [out], make)
+    bleu.Steps(tmp_path / "times.json").step("s", [out], make)
     assert len(calls) == 2
     # a work dir from before the markers: the recorded time says the step completed
     (tmp_path / "a.txt.done").unlink()
-    bleu.StepTimes(tmp_path / "times.json").step("s", [out], make)
+    bleu.Steps(tmp_path / "times.json").step("s", [out], make)
     assert len(calls) == 2 and (tmp_path / "a.txt.done").exists()
