@@ -149,6 +149,7 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
         self.truncate_source = truncate_source
         self.contrast = contrast if contrast is not None and contrast.active else None
         self.padding_idx = dataset.src_dict.pad()
+        self.padded_items = getattr(dataset, "buckets", None) is not None
 
     def raw_positions(self, index: int, num_tokens: int) -> torch.Tensor:
         """Raw XL positions for example `index` whose source has `num_tokens` tokens including EOS."""
@@ -168,7 +169,9 @@ class LanguagePairWithXLPositionsDataset(BaseWrapperDataset):
     def __getitem__(self, index: int) -> dict:
         item = self.dataset[index]
         source = item["source"]
-        raw = self.raw_positions(index, source.numel())  # a LanguagePairDataset example is unpadded
+        # a LanguagePairDataset example is unpadded unless it buckets lengths (--num-batch-buckets pads each one)
+        raw = self.raw_positions(index, int(source.ne(self.padding_idx).sum()) if self.padded_items else
+                                 source.numel())
         if self.contrast is not None:
             pieces = source[source.ne(self.padding_idx)][:-1]  # EOS excluded
             raw = self.contrast.apply(pieces, raw if self.xl_positions is not None else None, SPLIT_SENTENCE, index)
