@@ -170,6 +170,8 @@ xl_defaults() {
   : "${REORDER_SHARDS:=1}"         # >1: reorder each split as that many --shard jobs in parallel
   : "${REORDER_ARGS:=}"
   : "${ATTACH_NULL:=}"              # empty: the pipeline's default (left for a Japanese source, else right)
+  : "${JACKKNIFE:=}"               # K: jackknifed orders for the reorderer's training lines (1: off); empty:
+  #                                  the pipeline's default (docs/positions.md)
   : "${SPM_VOCAB:=8000}"
   : "${SPM_TYPE:=unigram}"
   : "${SPM_COVERAGE:=1.0}"
@@ -239,6 +241,7 @@ xl_prepare() {
   [ -n "${CLEAN_MAX_LEN:-}" ] && reorder_args="--max-len $CLEAN_MAX_LEN${reorder_args:+ $reorder_args}"
   [ -n "$reorder_args" ] && args+=(--reorder-args "$reorder_args")
   [ -n "$ATTACH_NULL" ] && args+=(--attach-null "$ATTACH_NULL")
+  [ -n "$JACKKNIFE" ] && args+=(--jackknife "$JACKKNIFE")
   [ "$VERBOSE" = 1 ] && args+=(--verbose-steps)
   xlpos-prep prepare "${args[@]}" || exit 1
 }
