@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
+from process_tree import tree_cpu_seconds  # noqa: E402
 
 MODES = ("vanilla", "none", "input:gated", "input:sum", "head", "rope")
 
@@ -95,25 +96,6 @@ class RunResult:
     @property
     def steady_cpu_wps(self) -> float:
         return self.steady_tokens / self.steady_cpu_seconds if self.steady_cpu_seconds > 0 else float("nan")
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) used so far by a process and its descendants, alive or reaped, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, stack, seen = 0.0, [pid], set()
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
-            for task in Path(f"/proc/{p}/task").iterdir():
-                stack += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):  # the process ended meanwhile: its time is in its parent's cutime
-            continue
-    return total
 
 
 def parse_inner(lines: list[str]) -> list[dict]:
