@@ -8,7 +8,8 @@ check_step/start_step/finish_step): a step is skipped only while its outputs are
 as recorded in each output's OUTPUT.done, written after them. So a run killed at any moment and started again gives
 what an uninterrupted run gives, and a rerun after an input, a setting or an output changed redoes what they
 decide (or stops, naming it, before retraining a model). `xlpos-prep step OUT... -- CMD` applies the same rule to
-a recipe's own commands (downloads, corpus preparation).
+a recipe's own commands (downloads, corpus preparation). `prepare --global-steps`, `--shard I/N` and `--merge N`
+run the same steps over many machines (preprocess/shards.py).
 
 Each step runs its `xlpos-prep` subcommand (or fairseq-preprocess and `xlpos-prep binarize`) as a child process:
 this module never imports fairseq or torch, and a step's log says exactly what was run.
@@ -35,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .io import (SEED, WORKERS, ExternalToolError, InputError, atomic_output, check_same_length, check_step,
+from .io import (SEED, WORKERS, ExternalToolError, InputError, Shard, atomic_output, check_same_length, check_step,
                  command_record, declare_files, directory_lock, finish_step, float_option, input_identities,
-                 int_option, iter_lines, path_identity, read_lines, run_child, start_step, step_done)
+                 int_option, iter_lines, path_identity, read_lines, run_child, shard_option, start_step, step_done)
+from .shards import Joiner, ShardFiles, Stage, concatenate, refuse_shard, write_block
 from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
@@ -135,6 +137,26 @@ class Steps:
         self.times[name] = round(time.perf_counter() - t0, 2)
         self._save()
         return self.times[name]
+
+
+class RequiredSteps(Steps):
+    """Steps this run only takes as done: each must be (io.check_step), else the run stops, naming it and what to
+    run first (`hint`). The shard jobs and the merge take the steps made once for the whole corpus this way, so that
+    no two jobs ever make the same file; the merge checks each shard's steps this way too."""
+
+    def __init__(self, hint: str = "", times_path: str | os.PathLike | None = None):
+        super().__init__(times_path)
+        self.hint = hint
+
+    def step(self, name: str, outputs: Sequence[str | os.PathLike], make: Callable[[], object],
+             inputs: Sequence[str | os.PathLike] | None = None, settings: object = None,
+             expensive: bool | str = False, ignore: Sequence[str] = (),
+             verify: Callable[[], object] | None = None) -> float | None:
+        state = check_step(outputs, inputs, settings, ignore)
+        if not state.done:
+            what = "is not done" if state.reason is None else f"is out of date ({state.reason})"
+            raise InputError(os.fspath(outputs[0]), None, f"{name} {what}" + (f"; {self.hint}" if self.hint else ""))
+        return self.times.get(name)
 
 
 def run(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike, stdout_path: str | os.PathLike | None = None,
@@ -260,6 +282,7 @@ class Layout:
     align_times: str | None = None  # for the alignment step, when shared with other pipelines (bleu.py)
     jackknife: str | None = None    # directory of the jackknife's folds, models and orders (None: beside the
     #                                 reorderer, REORDERER_DIR/jackknife)
+    shards: str | None = None       # directory of the shard jobs' parts (None: WORK/shards, beside the config)
 
     @classmethod
     def recipe(cls, work: str | os.PathLike) -> "Layout":
@@ -278,6 +301,11 @@ class Layout:
 
     def jackknife_path(self, name: str) -> str:
         return os.path.join(self.jackknife or os.path.join(os.path.dirname(self.reorderer), "jackknife"), name)
+
+    def shard_files(self, index: int, count: int) -> ShardFiles:
+        """Shard `index` of `count`'s own directory (shards of another count never share one)."""
+        root = self.shards or os.path.join(os.path.dirname(self.config), "shards")
+        return ShardFiles(os.path.join(root, f"{index}-of-{count}"))
 
 
 @dataclass
@@ -367,16 +395,39 @@ def reorderer_settings(cfg: PrepareConfig) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ the pipeline
-def prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
-    """Run (or resume) every step for the tokenized splits at layout.tok; see the module docstring. One run per
-    work directory (the directory of layout.config) at a time: a second one stops, naming the first's pid."""
-    with directory_lock(os.path.dirname(os.path.abspath(layout.config))):
-        return _prepare(cfg, layout)
+def prepare(cfg: PrepareConfig, layout: Layout, stage: Stage = Stage()) -> Prepared:
+    """Run (or resume) every step for the tokenized splits at layout.tok, or the part of them `stage` says
+    (preprocess/shards.py); see the module docstring. One run per work directory (the directory of layout.config)
+    at a time, and one per shard directory: a second one stops, naming the first's pid."""
+    if stage.kind == "shard":
+        directory = layout.shard_files(stage.index, stage.count).root
+    else:
+        directory = os.path.dirname(os.path.abspath(layout.config))
+    with directory_lock(directory):
+        return _prepare(cfg, layout, stage)
 
 
-def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
-    steps = Steps(layout.times)
-    align_steps = Steps(layout.align_times) if layout.align_times else steps
+@dataclass
+class Corpus:
+    """What the per-sentence steps need of the steps made once: the files they read and the line counts."""
+    tok: dict               # (split, lang) -> tokenized words
+    lines: dict             # split -> lines
+    reorder_lines: int      # the reorderer's training lines (the first ones of the training split)
+    folded: str | None      # their jackknifed orders (None: no jackknife)
+    spm_model: str
+
+
+def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
+    # The shard jobs and the merge only read what the steps made once for the whole corpus made: a shard job
+    # running them would race the other shards for the same files.
+    shared = stage.kind in ("shard", "merge")
+    if shared:
+        once: Steps = RequiredSteps("run `xlpos-prep prepare --global-steps` (with the options of this run) first",
+                                    layout.times)
+        align_steps: Steps = RequiredSteps(once.hint, layout.align_times) if layout.align_times else once
+    else:
+        once = Steps(layout.times)
+        align_steps = Steps(layout.align_times) if layout.align_times else once
     s, t = cfg.src, cfg.tgt
     tok = {(split, lang): layout.path("tok", split, lang) for split in cfg.splits for lang in (s, t)}
     for path in tok.values():
@@ -387,10 +438,10 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
     if os.path.exists(os.path.join(layout.data_bin, "preprocess.done")) and not step_done([layout.data_bin]):
         raise InputError(layout.data_bin, None, "made by an older xlpos whose steps left no completion markers "
                          "(OUTPUT.done): delete the work directory, or move it away, and rerun")
-    steps.step("check input", [os.path.join(layout.logs, "input-check.json")], lambda: check_tokenized(
+    once.step("check input", [os.path.join(layout.logs, "input-check.json")], lambda: check_tokenized(
         tok, cfg.splits, (s, t), os.path.join(layout.logs, "input-check.json")), inputs=list(tok.values()),
         settings={"splits": list(cfg.splits), "languages": [s, t], "checks": TOKEN_CHECKS})
-    _record_config(cfg, layout)
+    _record_config(cfg, layout, {"shard": (), "merge": MERGE_SETTINGS}.get(stage.kind))
     n = {split: count_lines(tok[split, s]) for split in cfg.splits}
     n_align = min(cfg.align_lines or n["train"], n["train"])
     n_reorder = min(cfg.reorder_train_lines or n_align, n_align)
@@ -436,13 +487,13 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                 links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
             write_lines(layout.path("alignment", split), links)
 
-        seconds[f"alignment {split}"] = steps.step(
+        seconds[f"alignment {split}"] = once.step(
             f"alignment {split}", [layout.path("alignment", split)], make_split_alignment, inputs=[layout.align_all],
             settings={"first": first, "lines": covered[split], "reversed": cfg.align_reversed})
         src = tok[split, s]
         if covered[split] < n[split]:
             src = layout.path("oracle_src", split)
-            seconds[f"oracle source {split}"] = steps.step(
+            seconds[f"oracle source {split}"] = once.step(
                 f"oracle source {split}", [src],
                 lambda split=split, src=src: write_lines(src, head_lines(tok[split, s], covered[split])),
                 inputs=[tok[split, s]], settings={"lines": covered[split]})
@@ -453,9 +504,9 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
                          "--attach-null", cfg.attach_null, "--workers", str(cfg.workers)),
                 logs / "oracle.log", verbose=cfg.verbose)
 
-        seconds[f"oracle {split}"] = steps.step(f"oracle {split}", [oracle], make_oracle,
-                                                inputs=[src, layout.path("alignment", split)],
-                                                settings={"attach_null": cfg.attach_null})
+        seconds[f"oracle {split}"] = once.step(f"oracle {split}", [oracle], make_oracle,
+                                               inputs=[src, layout.path("alignment", split)],
+                                               settings={"attach_null": cfg.attach_null})
 
     # ---- the reorderer, on the first n_reorder covered training lines
     train_src = tok["train", s] if covered["train"] == n["train"] else layout.path("oracle_src", "train")
@@ -464,7 +515,7 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         def make_subset() -> None:
             write_lines(layout.reorderer_src, head_lines(train_src, n_reorder))
             write_lines(layout.reorderer_oracle, head_lines(train_oracle, n_reorder))
-        seconds["reorderer training lines"] = steps.step(
+        seconds["reorderer training lines"] = once.step(
             "reorderer training lines", [layout.reorderer_src, layout.reorderer_oracle], make_subset,
             inputs=[train_src, train_oracle], settings={"lines": n_reorder})
         train_src, train_oracle = layout.reorderer_src, layout.reorderer_oracle
@@ -473,21 +524,49 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
         log(f"train-reorderer: {n_reorder} sentences")
         train_reorderer(cfg, train_src, train_oracle, layout.reorderer, logs / "train-reorderer.log")
 
-    seconds["train-reorderer"] = steps.step("train-reorderer", [layout.reorderer], make_reorderer,
-                                            inputs=[train_src, train_oracle], settings=reorderer_settings(cfg),
-                                            expensive=True)
+    seconds["train-reorderer"] = once.step("train-reorderer", [layout.reorderer], make_reorderer,
+                                           inputs=[train_src, train_oracle], settings=reorderer_settings(cfg),
+                                           expensive=True)
+    # The reorderer's own training lines get jackknifed orders: a model labels the sentences it was trained on far
+    # better than new ones (docs/positions.md)
+    folded = None
+    if cfg.jackknife > 1:
+        folded = jackknife_folds(once, cfg, layout, train_src, train_oracle, n_reorder, logs, seconds)
+
+    # ---- joint sentencepiece: before the shard jobs, which encode; one machine trains it after the orders
+    spm_model = layout.spm_prefix + ".model"
+
+    def train_spm() -> None:
+        seconds["spm-train"] = once.step("spm-train", [spm_model], lambda: (
+            log(f"sentencepiece: joint {cfg.spm_type} model, vocabulary {cfg.spm_vocab}"),
+            run(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix",
+                         layout.spm_prefix, "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type,
+                         "--character-coverage", str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed",
+                         str(cfg.seed)), logs / "spm.log", verbose=cfg.verbose)),
+            inputs=[tok["train", s], tok["train", t]],
+            settings={"vocab": cfg.spm_vocab, "type": cfg.spm_type, "coverage": cfg.spm_coverage, "seed": cfg.seed})
+
+    if stage.kind != "all":
+        train_spm()
+    corpus = Corpus(tok, n, n_reorder, folded, spm_model)
+    lines = {"sentences": n, "aligned_train": n_align, "reorderer_train": n_reorder}
+    if stage.kind == "global":
+        log("prepare: the steps made once are done; the per-sentence steps are next (--shard I/N, then --merge N)")
+        return Prepared(layout, cfg, lines, seconds)
+    if stage.kind == "shard":
+        files = layout.shard_files(stage.index, stage.count)
+        shard_steps(Steps(files.times), cfg, layout, corpus, stage, seconds)
+        log(f"prepare: {stage.name} done ({files.root})")
+        return Prepared(layout, cfg, lines, seconds)
 
     # ---- the orders of every split, training included, so that training and test see the same kind of XL
-    # positions (docs/design.md). The reorderer's own training lines get jackknifed orders: a model labels the
-    # sentences it was trained on far better than new ones (docs/positions.md)
-    for split in cfg.splits:
-        if split == "train" and cfg.jackknife > 1:
-            seconds["reorder train"] = jackknifed_train_order(steps, cfg, layout, tok["train", s], train_src,
-                                                              train_oracle, n_reorder, n["train"], logs, seconds)
-        else:
-            seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, tok[split, s], layout.path("order", split),
-                                                  f"reorder {split}", cfg.workers, cfg.reorder_shards, logs,
-                                                  cfg.verbose)
+    # positions (docs/design.md). A merge joins the shards' parts of each per-sentence output.
+    steps = Steps(layout.times) if shared else once
+    joiner = None
+    if stage.kind == "merge":
+        joiner = Joiner(stage.count, lambda: check_shards(cfg, layout, corpus, stage.count))
+    orders(steps, cfg, layout, corpus, seconds, joiner)
+
     # the training lines' orders against their oracle, beside the held-out splits': the gap jackknifing closes
     train_eval = layout.path("evaluation", "train")
     seconds["evaluate train"] = steps.step("evaluate train", [train_eval], lambda: evaluate_reordering(
@@ -501,21 +580,13 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
             evaluate_reordering(layout.path("order", split), layout.path("oracle", split), out)),
             inputs=[layout.path("order", split), layout.path("oracle", split)])
 
-    # ---- joint sentencepiece, pieces and XL positions
-    spm_model = layout.spm_prefix + ".model"
-    seconds["spm-train"] = steps.step("spm-train", [spm_model], lambda: (
-        log(f"sentencepiece: joint {cfg.spm_type} model, vocabulary {cfg.spm_vocab}"),
-        run(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix", layout.spm_prefix,
-                     "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type, "--character-coverage",
-                     str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed", str(cfg.seed)),
-            logs / "spm.log", verbose=cfg.verbose)), inputs=[tok["train", s], tok["train", t]],
-        settings={"vocab": cfg.spm_vocab, "type": cfg.spm_type, "coverage": cfg.spm_coverage, "seed": cfg.seed})
-    for split in cfg.splits:
-        pieces(steps, tok[split, s], tok[split, t], layout.path("order", split), spm_model,
-               layout.path("xlpos", split), layout.path("pieces", split, s), layout.path("pieces", split, t),
-               split, cfg.workers, logs, cfg.verbose, seconds)
+    # ---- pieces and their XL positions
+    if stage.kind == "all":
+        train_spm()
+    all_pieces(steps, cfg, layout, corpus, seconds, joiner)
 
-    # ---- fairseq-preprocess (joined dictionary) + binarized XL positions
+    # ---- fairseq-preprocess (joined dictionary) + binarized XL positions. Not sharded: the dictionary counts the
+    # pieces of the whole training split; fairseq-preprocess --workers splits the rest and merges its parts itself.
     if cfg.data_bin:
         prefix = {split: layout.path("pieces", split, "").rstrip(".") for split in cfg.splits}
         seconds["data-bin"] = steps.step("data-bin", [layout.data_bin], lambda: make_data_bin(
@@ -524,37 +595,189 @@ def _prepare(cfg: PrepareConfig, layout: Layout) -> Prepared:
             inputs=[p for split in cfg.splits for p in (f"{prefix[split]}.{s}", f"{prefix[split]}.{t}",
                                                         layout.path("xlpos", split))],
             settings={"languages": [s, t], "splits": list(cfg.splits)})
-    return Prepared(layout, cfg, {"sentences": n, "aligned_train": n_align, "reorderer_train": n_reorder}, seconds)
+    return Prepared(layout, cfg, lines, seconds)
+
+
+def _parts(layout: Layout, joiner: Joiner | None) -> Callable[[Callable[[ShardFiles], str]], Callable[[int], str]]:
+    """part(slot): shard i -> the file `slot` names in shard i's directory."""
+    files = [layout.shard_files(i, joiner.count) for i in range(joiner.count)] if joiner else []
+    return lambda slot: lambda i: slot(files[i])
+
+
+def orders(steps: Steps, cfg: PrepareConfig, layout: Layout, corpus: Corpus, seconds: dict,
+           joiner: Joiner | None = None) -> None:
+    """The orders of every split as one machine makes them (the training split's from the jackknife's folds and
+    the full model). With `joiner` (the merge), the same steps, recorded with the same inputs and settings, are
+    made by concatenating the shards' parts instead."""
+    s, n, n_reorder, model = cfg.src, corpus.lines, corpus.reorder_lines, layout.reorderer
+    logs = Path(layout.logs)
+    count = joiner.count if joiner else 1
+    part = _parts(layout, joiner)
+    checked = joiner.checked if joiner else (lambda make: make)  # (a merge writes only once every shard is done)
+    for split in cfg.splits:
+        order = layout.path("order", split)
+        if split == "train" and corpus.folded is not None:
+            parts = [corpus.folded]
+            if n["train"] > n_reorder:  # the lines no reorderer was trained on: the full model's orders
+                rest_src, rest_order = layout.jackknife_path("rest.src"), layout.jackknife_path("rest.order")
+                seconds["jackknife rest source"] = steps.step("jackknife rest source", [rest_src], checked(
+                    lambda: write_lines(rest_src, itertools.islice(iter_lines(corpus.tok["train", s]), n_reorder,
+                                                                   None))),
+                    inputs=[corpus.tok["train", s]], settings={"first": n_reorder})
+                if joiner is None:
+                    seconds["reorder train rest"] = reorder(steps, model, rest_src, rest_order, "reorder train rest",
+                                                            cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+                else:
+                    def rest_part(i: int) -> str | None:
+                        has_rest = _rest_block(Stage("shard", i, count), corpus) is not None
+                        return layout.shard_files(i, count).rest_order if has_rest else None
+                    seconds["reorder train rest"] = steps.step("reorder train rest", [rest_order], joiner.make(
+                        [(rest_order, rest_part)]), inputs=[model, rest_src])
+                parts.append(rest_order)
+            seconds["reorder train"] = steps.step("reorder train", [order], checked(
+                lambda parts=parts: concatenate(parts, layout.path("order", "train"))), inputs=parts)
+        elif joiner is None:
+            seconds[f"reorder {split}"] = reorder(steps, model, corpus.tok[split, s], order, f"reorder {split}",
+                                                  cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+        else:
+            seconds[f"reorder {split}"] = steps.step(f"reorder {split}", [order], joiner.make(
+                [(order, part(lambda f, split=split: f.order(split)))]), inputs=[model, corpus.tok[split, s]])
+
+
+def all_pieces(steps: Steps, cfg: PrepareConfig, layout: Layout, corpus: Corpus, seconds: dict,
+               joiner: Joiner | None = None) -> None:
+    """Source pieces with their XL positions and target pieces of every split (`pieces`); with `joiner` (the
+    merge), the shards' parts concatenated, as `orders`."""
+    s, t = cfg.src, cfg.tgt
+    part = _parts(layout, joiner)
+    for split in cfg.splits:
+        xlpos, src_pieces, tgt_pieces = (layout.path("xlpos", split), layout.path("pieces", split, s),
+                                         layout.path("pieces", split, t))
+        makes = None
+        if joiner is not None:
+            makes = (joiner.make([(xlpos, part(lambda f, split=split: f.xlpos(split))),
+                                  (src_pieces, part(lambda f, split=split: f.pieces(split, s)))]),
+                     joiner.make([(tgt_pieces, part(lambda f, split=split: f.pieces(split, t)))]))
+        pieces(steps, corpus.tok[split, s], corpus.tok[split, t], layout.path("order", split), corpus.spm_model,
+               xlpos, src_pieces, tgt_pieces, split, cfg.workers, Path(layout.logs), cfg.verbose, seconds, makes)
+
+
+def _rest_block(stage: Stage, corpus: Corpus) -> tuple[int, int] | None:
+    """The lines of the shard's block of the training split beyond the jackknifed ones (None: no such line)."""
+    a, b = stage.block(corpus.lines["train"])
+    a, b = max(a, corpus.reorder_lines), max(b, corpus.reorder_lines)
+    return (a, b) if b > a else None
+
+
+def shard_steps(steps: Steps, cfg: PrepareConfig, layout: Layout, corpus: Corpus, stage: Stage,
+                seconds: dict) -> None:
+    """The per-sentence steps of one shard (`stage`): for the block of lines it covers of each split, its words,
+    their orders (jackknifed training lines: their lines of the jackknife's orders), pieces and XL positions, in
+    the shard's own directory. The merge runs the same function with RequiredSteps to check that a shard is
+    complete and up to date."""
+    s, t = cfg.src, cfg.tgt
+    files = layout.shard_files(stage.index, stage.count)
+    logs = Path(files.logs)
+    for split in cfg.splits:
+        a, b = stage.block(corpus.lines[split])
+        src, tgt, order = files.tok(split, s), files.tok(split, t), files.order(split)
+        for lang, path in ((s, src), (t, tgt)):
+            seconds[f"lines {split}.{lang}"] = steps.step(
+                f"{stage.name} lines of {split}.{lang}", [path],
+                lambda src=corpus.tok[split, lang], path=path, a=a, b=b: write_block(src, path, a, b),
+                inputs=[corpus.tok[split, lang]], settings={"lines": [a, b]})
+        outputs = [order, files.xlpos(split), files.pieces(split, s), files.pieces(split, t)]
+        if a == b:  # more shards than lines: this one has none of the split (and the commands refuse empty files)
+            def write_empty(outputs: list = outputs) -> None:
+                for path in outputs:
+                    write_lines(path, [])
+            seconds[f"no lines {split}"] = steps.step(f"{stage.name} {split}: no lines", outputs, write_empty,
+                                                      inputs=[src, tgt])
+            continue
+        if split == "train" and corpus.folded is not None:
+            rest = _rest_block(stage, corpus)
+            if rest is not None:
+                seconds["train rest source"] = steps.step(
+                    f"{stage.name} train rest source", [files.rest_src],
+                    lambda: write_block(corpus.tok["train", s], files.rest_src, *rest),
+                    inputs=[corpus.tok["train", s]], settings={"lines": list(rest)})
+                seconds["reorder train rest"] = reorder(steps, layout.reorderer, files.rest_src, files.rest_order,
+                                                        f"{stage.name} reorder train rest", cfg.workers,
+                                                        cfg.reorder_shards, logs, cfg.verbose)
+            folded = [a, max(a, min(b, corpus.reorder_lines))]  # its lines of the jackknifed orders
+            parts = [corpus.folded] + ([files.rest_order] if rest else [])
+
+            def make_train_order() -> None:
+                with atomic_output(order, "wb") as f, open(corpus.folded, "rb") as jackknifed:
+                    f.writelines(itertools.islice(jackknifed, *folded))
+                    if rest is not None:
+                        with open(files.rest_order, "rb") as p:
+                            shutil.copyfileobj(p, f)
+
+            seconds["reorder train"] = steps.step(f"{stage.name} reorder train", [order], make_train_order,
+                                                  inputs=parts, settings={"jackknifed lines": folded})
+        else:
+            seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, src, order, f"{stage.name} reorder {split}",
+                                                  cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
+        pieces(steps, src, tgt, order, corpus.spm_model, files.xlpos(split), files.pieces(split, s),
+               files.pieces(split, t), split, cfg.workers, logs, cfg.verbose, seconds)
+
+
+def check_shards(cfg: PrepareConfig, layout: Layout, corpus: Corpus, count: int) -> None:
+    """Every shard of `count` complete and made from the files and settings the merge joins; else one line naming
+    the first shard that is not, and why."""
+    for i in range(count):
+        stage = Stage("shard", i, count)
+        try:
+            shard_steps(RequiredSteps(), cfg, layout, corpus, stage, {})
+        except InputError as e:
+            raise refuse_shard(stage, f"xlpos-prep prepare --shard {i}/{count}", e) from None
 
 
 # settings that decide only steps after the reorderer (a change redoes them, see _record_config)
 LATER_SETTINGS = ("eval_splits", "spm_vocab", "spm_type", "spm_coverage", "data_bin")
+# those that decide only steps after the shards': a merge may change them
+MERGE_SETTINGS = ("eval_splits", "data_bin")
 
 
-def _record_config(cfg: PrepareConfig, layout: Layout) -> None:
+def _record_config(cfg: PrepareConfig, layout: Layout, may_change: Sequence[str] | None = None) -> None:
     """prepare.json holds the settings the outputs were made with. Each step records the settings it uses and is
     redone when they change, but a setting the reorderer depends on stops here, naming it, while the reorderer
     exists (retraining it is expensive, and the steps before it would be redone first). A work directory made
-    before the file existed gets it, saying that its oracle (if made) used lader's default attachment."""
+    before the file existed gets it, saying that its oracle (if made) used lader's default attachment.
+    With `may_change` (a shard job, a merge), the file must exist and only those settings may differ from it:
+    those runs redo nothing made once, nor what the shards made."""
     path = Path(layout.config)
     recorded = cfg.recorded()
-    if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
+    old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    differ: list = []
+
+    def listed(keys: list) -> str:
+        return ", ".join(f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in keys)
+
+    if old is not None:
         if "note" in old and not cfg._attach_null_given:  # an oracle made before the default: kept, see below
             cfg.attach_null = recorded["attach_null"] = old["attach_null"]
         old = {**{k: v for k, v in LEGACY_SETTINGS.items() if k not in old}, **old}
         differ = [k for k in recorded if k in old and old[k] != recorded[k]]
+    if may_change is not None:
+        if old is None:
+            raise InputError(str(path), None, "not found: run `xlpos-prep prepare --global-steps` first")
+        fixed = [k for k in differ if k not in may_change]
+        if fixed:
+            raise InputError(str(path), None, f"made with other settings ({listed(fixed)}): give the shard jobs "
+                             f"and the merge the options of the --global-steps run")
+    if old is not None:
         if not differ:
             return
         # Every step records its own settings and is redone when they change; a setting the reorderer depends on
         # stops here instead while the reorderer exists, before any step before it is redone.
         blocking = [k for k in differ if k not in LATER_SETTINGS]
         if blocking and os.path.exists(layout.reorderer):
-            raise InputError(str(path), None, "made with other settings (" + ", ".join(
-                f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in blocking) + "): use another work directory, or "
-                f"delete it to start over (or delete {layout.reorderer} to retrain the reorderer with them)")
-        log("prepare: settings changed (" + ", ".join(f"{k}: {old[k]!r}, now {recorded[k]!r}" for k in differ)
-            + "): the steps they decide are redone")
+            raise InputError(str(path), None, f"made with other settings ({listed(blocking)}): use another work "
+                             f"directory, or delete it to start over (or delete {layout.reorderer} to retrain the "
+                             f"reorderer with them)")
+        log(f"prepare: settings changed ({listed(differ)}): the steps they decide are redone")
         recorded.pop("note", None)
     elif step_done([layout.path("oracle", "train")], settings={"attach_null": "right"}):  # its record, if any
         recorded["attach_null"] = "right"
@@ -652,14 +875,15 @@ def interleave_folds(parts: Sequence[str], n_lines: int, out: str) -> None:
             f.write(line + "\n")
 
 
-def jackknifed_train_order(steps: Steps, cfg: PrepareConfig, layout: Layout, tok_src: str, src: str, oracle: str,
-                           n_reorder: int, n_train: int, logs: Path, seconds: dict) -> float | None:
-    """The training split's orders, jackknifed: the reorderer's n_reorder training lines (`src`, `oracle`) are
-    split into K folds and each fold is reordered by a reorderer trained, with the same options and seed, on the
-    other K-1 folds; training lines beyond n_reorder (of `tok_src`) are reordered by the model trained on all of
-    them, as every other split is. So the training split's XL positions are as accurate as those of sentences no
-    reorderer saw, which is what the translation model meets at test time. Folds train `cfg.workers` at a time;
-    each fold's model and order follows the completion rule, so a killed run redoes only unfinished folds."""
+def jackknife_folds(steps: Steps, cfg: PrepareConfig, layout: Layout, src: str, oracle: str, n_reorder: int,
+                    logs: Path, seconds: dict) -> str:
+    """The jackknifed orders of the reorderer's n_reorder training lines (`src`, `oracle`); their file. The lines
+    are split into K folds and each fold is reordered by a reorderer trained, with the same options and seed, on
+    the other K-1 folds (training lines beyond n_reorder are reordered by the model trained on all of them, as
+    every other split is: `orders`). So the training split's XL positions are as accurate as those of
+    sentences no reorderer saw, which is what the translation model meets at test time. Folds train `cfg.workers`
+    at a time; each fold's model and order follows the completion rule, so a killed run redoes only unfinished
+    folds."""
     folds = cfg.jackknife
     if n_reorder < 2 * folds:
         raise InputError(src, None, f"{n_reorder} reorderer training lines cannot make {folds} jackknife folds of "
@@ -706,23 +930,7 @@ def jackknifed_train_order(steps: Steps, cfg: PrepareConfig, layout: Layout, tok
     seconds["jackknife orders"] = steps.step("jackknife orders", [folded],
                                              lambda: interleave_folds(orders, n_reorder, folded), inputs=orders,
                                              settings={"lines": n_reorder})
-    parts = [folded]
-    if n_train > n_reorder:  # the lines no reorderer was trained on: the full model's orders
-        rest_src, rest_order = layout.jackknife_path("rest.src"), layout.jackknife_path("rest.order")
-        seconds["jackknife rest source"] = steps.step("jackknife rest source", [rest_src], lambda: write_lines(
-            rest_src, itertools.islice(iter_lines(tok_src), n_reorder, None)), inputs=[tok_src],
-            settings={"first": n_reorder})
-        seconds["reorder train rest"] = reorder(steps, layout.reorderer, rest_src, rest_order, "reorder train rest",
-                                                cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
-        parts.append(rest_order)
-
-    def concatenate() -> None:
-        with atomic_output(layout.path("order", "train")) as f:
-            for part in parts:
-                with open(part, encoding="utf-8") as p:
-                    shutil.copyfileobj(p, f)
-
-    return steps.step("reorder train", [layout.path("order", "train")], concatenate, inputs=parts)
+    return folded
 
 
 def evaluate_reordering(order: str, oracle: str, out: str, limit: int | None = None) -> None:
@@ -750,16 +958,21 @@ def evaluate_reordering(order: str, oracle: str, out: str, limit: int | None = N
 
 
 def pieces(steps: Steps, src: str, tgt: str | None, order: str, spm_model: str, xlpos: str, src_pieces: str,
-           tgt_pieces: str | None, split: str, workers: int, logs: Path, verbose: bool, seconds: dict) -> None:
-    """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces."""
-    seconds[f"positions {split}"] = steps.step(f"positions {split}", [xlpos, src_pieces], lambda: run(
-        prep_cmd("positions", "--src", src, "--order", order, "--spm", spm_model, "--out", xlpos, "--pieces-out",
-                 src_pieces, "--workers", str(workers)), logs / "positions.log", verbose=verbose),
-        inputs=[src, order, spm_model])
+           tgt_pieces: str | None, split: str, workers: int, logs: Path, verbose: bool, seconds: dict,
+           makes: tuple[Callable[[], object], Callable[[], object]] | None = None) -> None:
+    """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces.
+    `makes`: what makes each of the two steps in place of its command (the merge's concatenations)."""
+    position_make, encode_make = makes or (
+        lambda: run(prep_cmd("positions", "--src", src, "--order", order, "--spm", spm_model, "--out", xlpos,
+                             "--pieces-out", src_pieces, "--workers", str(workers)), logs / "positions.log",
+                    verbose=verbose),
+        lambda: run(prep_cmd("spm-encode", "--model", spm_model, "--input", tgt, "--output", tgt_pieces),
+                    logs / "spm.log", verbose=verbose))
+    seconds[f"positions {split}"] = steps.step(f"positions {split}", [xlpos, src_pieces], position_make,
+                                               inputs=[src, order, spm_model])
     if tgt is not None and tgt_pieces is not None:
-        seconds[f"spm-encode {split}"] = steps.step(f"spm-encode {split}", [tgt_pieces], lambda: run(
-            prep_cmd("spm-encode", "--model", spm_model, "--input", tgt, "--output", tgt_pieces), logs / "spm.log",
-            verbose=verbose), inputs=[tgt, spm_model])
+        seconds[f"spm-encode {split}"] = steps.step(f"spm-encode {split}", [tgt_pieces], encode_make,
+                                                    inputs=[tgt, spm_model])
 
 
 def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, workers: int, log_path: Path,
@@ -790,10 +1003,19 @@ def run_prepare(args: argparse.Namespace) -> int:
         src=args.src, tgt=args.tgt, workers=args.workers, seed=args.seed, align_lines=args.align_lines,
         reorder_train_lines=args.reorder_train_lines, reorder_iterations=args.reorder_iterations,
         reorder_loss=args.reorder_loss or "", reorder_args=shlex.split(args.reorder_args or ""),
-        reorder_shards=args.reorder_shards, jackknife=args.jackknife, attach_null=args.attach_null or "", spm_vocab=args.spm_vocab,
-        spm_type=args.spm_type, spm_coverage=args.spm_coverage, data_bin=not args.no_data_bin,
-        verbose=args.verbose_steps)
-    prepare(cfg, Layout.recipe(args.work))
+        reorder_shards=args.reorder_shards, jackknife=args.jackknife, attach_null=args.attach_null or "",
+        spm_vocab=args.spm_vocab, spm_type=args.spm_type, spm_coverage=args.spm_coverage,
+        data_bin=not args.no_data_bin, verbose=args.verbose_steps)
+    if args.global_steps:
+        stage = Stage("global")
+    elif args.shard is not None:
+        shard = Shard.parse(args.shard)
+        stage = Stage("shard", shard.index, shard.count)
+    elif args.merge is not None:
+        stage = Stage("merge", 0, args.merge)
+    else:
+        stage = Stage()
+    prepare(cfg, Layout.recipe(args.work), stage)
     return 0
 
 
@@ -803,9 +1025,15 @@ def configure_prepare(p: argparse.ArgumentParser) -> None:
   xlpos-prep prepare --work work --src en --tgt de --align-lines 1000000 --reorder-train-lines 100000 \\
       --spm-vocab 32000 --spm-type bpe --reorder-shards 4 --workers 16
 
+across machines (the same options for every run; recipes/slurm_prepare.sh submits them as Slurm jobs):
+  xlpos-prep prepare --work work --src en --tgt de --global-steps     # alignment, oracle, reorderers, spm: once
+  xlpos-prep prepare --work work --src en --tgt de --shard 0/64       # ... and 1/64 ... 63/64, on any machines
+  xlpos-prep prepare --work work --src en --tgt de --merge 64         # joins them, then scores and data-bin
+
 reads WORK/tok/{train,valid,test}.{SRC,TGT} (tokenized words, one sentence per line, no empty line) and writes
 WORK/reorder/, WORK/spm/, WORK/pieces/, WORK/data-bin/ and WORK/prepare.json (the settings); see docs/pipeline.md.
-Every step is skipped when it completed: rerun to resume."""
+Every step is skipped when it completed: rerun to resume. The merged work directory holds exactly what one
+machine's run writes (and WORK/shards/, which can be deleted then)."""
     p.add_argument("--work", required=True, help="work directory holding tok/")
     p.add_argument("--src", required=True, help="source language code (file suffix)")
     p.add_argument("--tgt", required=True, help="target language code")
@@ -832,6 +1060,17 @@ Every step is skipped when it completed: rerun to resume."""
     p.add_argument("--spm-coverage", type=float_option(0, 1, lo_open=True), default=1.0)
     p.add_argument("--no-data-bin", action="store_true", help="stop before fairseq-preprocess")
     p.add_argument("--verbose-steps", action="store_true", help="show every step's log as well as writing it")
+    stage = p.add_mutually_exclusive_group()
+    stage.add_argument("--global-steps", action="store_true",
+                       help="run only the steps made once for the whole corpus (alignment, oracle, reorderers, "
+                            "sentencepiece) and stop: the per-sentence steps are then --shard and --merge runs")
+    stage.add_argument("--shard", type=shard_option, metavar="I/N",
+                       help="the per-sentence steps (reorder, positions, spm-encode) of contiguous block I of N "
+                            "(0 <= I < N) of every split, into WORK/shards/I-of-N/; after --global-steps; the N "
+                            "shards may run at once, on any machines sharing WORK")
+    stage.add_argument("--merge", type=int_option(1, 1_000_000), metavar="N",
+                       help="join the N shards' parts into the final orders, pieces and XL positions, then score "
+                            "the orders and make the data-bin; refuses while a shard is missing or out of date")
     p.set_defaults(run=run_prepare)
     declare_files(p, input_dirs=("work",))
 
