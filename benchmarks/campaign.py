@@ -44,6 +44,7 @@ from typing import Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
+from xlpos_prep.io import log  # noqa: E402
 
 BLEU = Path(__file__).resolve().parent / "bleu.py"
 CAMPAIGN_FILE = "campaign.json"
@@ -219,22 +220,18 @@ def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job],
     return None
 
 
-def start_locked(cmd: list[str], log: Path) -> subprocess.Popen | None:
-    """Start cmd with its output appended to log, holding LOG.lock for as long as it runs (the child inherits the
-    locked file), so that a second scheduler on the same work directory never trains the same run into the same
+def start_locked(cmd: list[str], log_path: Path) -> subprocess.Popen | None:
+    """Start cmd with its output appended to log_path, holding its .lock for as long as it runs (the child inherits
+    the locked file), so that a second scheduler on the same work directory never trains the same run into the same
     checkpoint directory at once; None when another process holds the lock."""
-    lock = open(log.with_suffix(".lock"), "a")
+    lock = open(log_path.with_suffix(".lock"), "a")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
         return None
-    with lock, open(log, "ab") as out:
+    with lock, open(log_path, "ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, pass_fds=[lock.fileno()])
-
-
-def say(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr)
 
 
 def reap(running: dict[subprocess.Popen, tuple[Job, Path, float]], prepared: set[Unit]) -> int:
@@ -242,21 +239,21 @@ def reap(running: dict[subprocess.Popen, tuple[Job, Path, float]], prepared: set
     failure's exit status (a negative one, from a signal, as 1), or 0."""
     failed = 0
     for proc in [p for p in running if p.poll() is not None]:
-        job, log, started = running.pop(proc)
+        job, log_path, started = running.pop(proc)
         if proc.returncode == 0:
             if job.system is None:
                 prepared.add(job.unit)
-            say(f"done {job.describe()} ({(time.time() - started) / 60:.1f} min)")
+            log(f"done {job.describe()} ({(time.time() - started) / 60:.1f} min)")
             continue
         failed = failed or (proc.returncode if proc.returncode > 0 else 1)
-        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+        tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
         print(f"bleu.py failed (exit {proc.returncode}) on {job.describe()}; no further run started. "
-              f"Log: {log}\n" + "\n".join("  " + x for x in tail), file=sys.stderr)
+              f"Log: {log_path}\n" + "\n".join("  " + x for x in tail), file=sys.stderr)
     return failed
 
 
-def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
-             finish_within: float = float("inf")) -> int:
+def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
+                 finish_within: float = float("inf")) -> int:
     """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
     the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs.
     No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours."""
@@ -299,16 +296,16 @@ def run_jobs(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
                     break
                 systems = [job.system] if job.system else [j.system for j in pending if j.unit == job.unit]
                 cmd = bleu_command(c, job.unit, systems, work, bleu, prepare_only=job.system is None)
-                log = logs / (Path(cmd[-1]).stem + ".log")
-                proc = start_locked(cmd, log)
+                log_path = logs / (Path(cmd[-1]).stem + ".log")
+                proc = start_locked(cmd, log_path)
                 waiting = proc is None and job.system is None  # look again after a pause
                 if job.system is not None:
                     pending.remove(job)
                 if proc is not None:
-                    running[proc] = (job, log, time.time())
-                    say(f"start {job.describe()} (log: {log})")
+                    running[proc] = (job, log_path, time.time())
+                    log(f"start {job.describe()} (log: {log_path})")
                 elif job.system is not None:
-                    say(f"skip {job.describe()}: another process runs it ({log.with_suffix('.lock')} is held)")
+                    log(f"skip {job.describe()}: another process runs it ({log_path.with_suffix('.lock')} is held)")
             if not running and not waiting:
                 break
             time.sleep(POLL_SECONDS)
@@ -363,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CampaignError("--jobs must be at least 1")
             if not args.bleu.is_file():
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
-            return run_jobs(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within)
+            return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within)
         return subprocess.run(gather_command(c, rest)).returncode
     except (CampaignError, run_records.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)

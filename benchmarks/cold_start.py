@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from xlpos_prep.io import log
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "080fa0c"  # the last commit before the cold-start work on preprocess/btg.py
 
@@ -83,10 +85,6 @@ with open(orders_out, "w") as f:
     f.write("\n".join(out) + "\n")
 print("MARKS " + json.dumps(marks), flush=True)
 """
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def baseline_tree(rev: str, dest: Path) -> Path:

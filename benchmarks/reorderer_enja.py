@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from xlpos_prep.io import log
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enja"
 LADER = {  # direction -> (corpus tau, corpus FRS) of lader, monotone as measured with lader's oracles
     "en-ja": {"lader tau": 0.789, "lader FRS": 0.667, "monotone tau": 0.719, "monotone FRS": 0.668,
@@ -46,10 +48,6 @@ TUNE_LINES = 1000  # --eval-split tune: the last lines of train (never in the fi
 
 __doc__ += "".join(f"  {d}: lader tau {a['lader tau']}, FRS {a['lader FRS']}; monotone tau {a['monotone tau']}, "
                    f"FRS {a['monotone FRS']}\n" for d, a in LADER.items())
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def run_child(cmd: list[str]) -> tuple[float, float]:

@@ -44,13 +44,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import reorderer_enja as enja  # noqa: E402  (prepare: alignment and oracles, cached in --work)
+from xlpos_prep.io import log  # noqa: E402
 
 ENDE = REPO.parent / "shared" / "data" / "ende"
 DEFAULT_BEFORE = "f859ddc"  # the last commit before issue 15's parts 1-2
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def before_tree(work: Path, rev: str) -> Path:

@@ -1,6 +1,6 @@
-"""Shared file handling for the pipeline: line reading with located errors, atomic outputs, sharding, the
-declaration and checking of the files a command reads and writes, numeric option types, step-completion markers,
-and child processes that die with their parent.
+"""Shared file handling for the pipeline: reading and atomically writing lines, with located errors; atomic
+outputs, sharding, the declaration and checking of the files a command reads and writes, numeric option types,
+step-completion markers, child processes that die with their parent, and the timestamped progress line.
 
 Temporaries (an atomic output's `.NAME.HOST.PID.XXXX.tmp`, a `xlpos-TAG-HOST.PID.XXXX` directory) carry the host
 and process id of their writer, so the next run of the same output can tell those of a dead run (SIGKILL, power
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 
 class InputError(ValueError):
@@ -62,6 +62,33 @@ def iter_lines(path: str) -> Iterator[str]:
 def read_lines(path: str) -> list[str]:
     """All lines of a UTF-8 text file without their newline; a decoding error names the line."""
     return list(iter_lines(path))
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
+    """Lines into `path` (its directory made), atomically; their count."""
+    n = 0
+    with atomic_output(os.fspath(path)) as f:
+        for line in lines:
+            f.write(line + "\n")
+            n += 1
+    return n
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """`obj` as indented JSON into `path` (its directory made), atomically."""
+    with atomic_output(os.fspath(path)) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def log(message: str) -> None:
+    """One timestamped progress line on stderr: what the pipeline's steps and the benchmarks say as they go."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def read_tokens(path: str, allow_empty: bool = False, max_len: int | None = None) -> list[list[str]]:

@@ -37,10 +37,10 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 from multiprocessing import Pool
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .io import (WORKERS, InputError, atomic_output, check_same_length, declare_files, float_option, int_option,
-                 iter_lines, pool_worker_setup, read_lines)
+                 iter_lines, pool_worker_setup, read_lines, write_lines)
 
 logger = logging.getLogger(__name__)
 
@@ -163,23 +163,28 @@ class Detokenizer:
         return _CJK_JOINER.sub("", " ".join(text.split()))
 
 
+# languages written without spaces between words: their own segmenter and detokenizer; the others: sacremoses
+UNSPACED_LANGUAGES = {"ja": "ja", "zh": "zh"}
+
+
+def tokenizer_kind(lang: str) -> str:
+    """The word tokenizer (and detokenizer) of a language: fugashi for ja, jieba for zh, sacremoses for others."""
+    return UNSPACED_LANGUAGES.get(lang, "moses")
+
+
 def spec_for_language(lang: str, normalize: bool = False, lowercase: bool = False) -> WordTokenizerSpec:
-    """The tokenizer of a language: fugashi for ja, jieba for zh, sacremoses (Moses rules) for the others."""
-    return WordTokenizerSpec(lang if lang in ("ja", "zh") else "moses", lang, normalize, lowercase)
+    return WordTokenizerSpec(tokenizer_kind(lang), lang, normalize, lowercase)
 
 
 def detokenizer_for_language(lang: str) -> Detokenizer:
-    return Detokenizer(lang if lang in ("ja", "zh") else "moses", lang)
+    return Detokenizer(tokenizer_kind(lang), lang)
 
 
-def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
-    """Lines into `path` (its directory made), atomically; their count."""
-    n = 0
-    with atomic_output(os.fspath(path)) as f:
-        for line in lines:
-            f.write(line + "\n")
-            n += 1
-    return n
+def raw_text_options(src: str, tgt: str, normalize: bool = False) -> list[str]:
+    """The checkpoint options that let fairseq-interactive and the hub take raw `src` text and give `tgt` text:
+    words split as `xlpos-prep tokenize --lang SRC [--normalize]` split the corpus, joined back as `detokenize`."""
+    return ["--xl-word-tokenizer", tokenizer_kind(src), "--xl-detokenizer", tokenizer_kind(tgt),
+            *(["--xl-normalize"] if normalize else [])]
 
 
 # ---------------------------------------------------------------------------------------------------- tokenize
