@@ -94,8 +94,7 @@ def test_shards_and_merge_equal_one_machine(tmp_path):
         lines = (valid / f"valid.{lang}").read_text(encoding="utf-8").splitlines(True)
         (valid / f"valid.{lang}").write_text("".join(lines[:2]), encoding="utf-8")
     shared_alignment(base, "ja", "en", TRAIN)
-    cfg = PrepareConfig(**CONFIG)
-    prepare(cfg, Layout.recipe(base), Stage("global"))
+    prep(base, "--global-steps")
     assert not (base / "reorder" / "valid.order").exists() and not (base / "pieces").exists()
     one, work = tmp_path / "one", tmp_path / "sharded"
     shutil.copytree(base, one)  # (records hold relative paths: a copied work directory keeps them)
