@@ -1,9 +1,11 @@
 """The systems a model is trained as, once for the recipes and benchmarks/bleu.py: a system name -> fairseq task,
-architecture and XL options (SYSTEM_GRAMMAR), and the fairseq-train step of one system (`xlpos-prep train`).
-fairseq runs as a child process; this module never imports it (nor torch).
+architecture and XL options (SYSTEM_GRAMMAR), and the fairseq-train step of one system (`xlpos-prep train`, with
+the shared training options of xlpos_prep.train_options). fairseq runs as a child process; this module never
+imports it (nor torch).
 
     xlpos-prep train --system xl-input --data-bin data-bin --save-dir checkpoints/xl-input --source-lang ja \
-        --target-lang en --arch transformer_xlpos_iwslt_de_en -- --share-all-embeddings --lr 5e-4 ... --cpu
+        --target-lang en --arch transformer_iwslt_de_en --xl-arch transformer_xlpos_iwslt_de_en --lr 5e-4 \
+        --xl-args "--xl-reorderer reorder/reorderer.model --xl-spm spm/spm.model" -- --max-epoch 50 --cpu
 """
 from __future__ import annotations
 
@@ -11,15 +13,25 @@ import argparse
 import importlib.util
 import os
 import re
+import shlex
 import sys
 import zipfile
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .io import InputError, command_record, declare_files, directory_lock
+from .io import InputError, command_record, declare_files, directory_lock, log
+from .train_options import add_train_options, train_options
 
 # the recipes' names of the four main systems
 RECIPE_SYSTEMS = {"baseline": "vanilla", "xl-input": "input", "xl-head": "head", "xl-rope": "rope"}
+
+
+def recipe_systems_problem(names: Sequence[str]) -> str | None:
+    """Why a recipe's SYSTEMS cannot be trained (the first unknown name), or None."""
+    for name in names:
+        if name not in RECIPE_SYSTEMS:
+            return f"error: unknown system '{name}' in SYSTEMS (use {', '.join(RECIPE_SYSTEMS)})"
+    return None
 
 
 def plugin_dir() -> str:
@@ -195,17 +207,18 @@ def recorded_train_command(command: Sequence[str], save_dir: str) -> tuple[list[
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from .pipeline import Steps, log, run
+    from .pipeline import Steps, run
     spec = parse_system(args.system)
-    fairseq_args = args.fairseq_args[1:] if args.fairseq_args[:1] == ["--"] else args.fairseq_args
+    given = args.fairseq_args[1:] if args.fairseq_args[:1] == ["--"] else args.fairseq_args
+    # the shared options first, so that an XL system's own and the caller's options win
+    fairseq_args = [*train_options(args).fairseq_args(), *(shlex.split(args.xl_args) if spec.xl else []), *given]
     train_log = os.path.join(args.save_dir, "train.log")
-    command = train_command(args.data_bin, spec, args.source_lang, args.target_lang, args.save_dir, fairseq_args,
-                            args.arch)
+    arch = (args.xl_arch or args.arch) if spec.xl else args.arch
+    command = train_command(args.data_bin, spec, args.source_lang, args.target_lang, args.save_dir, fairseq_args, arch)
     recorded, inputs = recorded_train_command(command, args.save_dir)
 
     def train() -> None:
-        log(f"train {args.system} ({args.arch or task_args(spec)[task_args(spec).index('--arch') + 1]}; "
-            f"log: {train_log})")
+        log(f"train {args.system} ({arch or task_args(spec)[task_args(spec).index('--arch') + 1]}; log: {train_log})")
         run(command, train_log, verbose=args.show)
 
     # The model is expensive: trained with other settings or data, or changed since, it is kept and named, not
@@ -223,7 +236,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def configure_train(p: argparse.ArgumentParser) -> None:
     p.usage = ("xlpos-prep train --system NAME --data-bin DIR --save-dir DIR --source-lang S --target-lang T "
-               "[--arch ARCH] [--show] [-- FAIRSEQ-TRAIN OPTIONS]")
+               "[--arch ARCH] [--xl-arch ARCH] [--xl-args OPTIONS] [--lr LR ...] [--show] [-- FAIRSEQ-TRAIN OPTIONS]")
     p.epilog = SYSTEM_GRAMMAR + "  the recipes' names: " + ", ".join(f"{k} = {v}" for k, v in RECIPE_SYSTEMS.items())
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--system", required=True, help="system name (below)")
@@ -232,7 +245,13 @@ def configure_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source-lang", required=True)
     p.add_argument("--target-lang", required=True)
     p.add_argument("--arch", help="architecture instead of the system's (transformer / transformer_xlpos)")
+    p.add_argument("--xl-arch", help="architecture of an XL system instead of --arch (e.g. transformer_xlpos_wmt_en_de "
+                                     "beside --arch transformer_wmt_en_de)")
+    p.add_argument("--xl-args", default="", help="further fairseq-train options for XL systems only, one string "
+                                                "(e.g. the --xl-reorderer and --xl-spm their checkpoints carry)")
+    add_train_options(p)
     p.add_argument("--show", action="store_true", help="show fairseq's log as well as writing it")
-    p.add_argument("fairseq_args", nargs=argparse.REMAINDER, help="after --: the training options")
+    p.add_argument("fairseq_args", nargs=argparse.REMAINDER,
+                   help="after --: further fairseq-train options (model size, checkpoints, device), which win")
     p.set_defaults(run=run_train)
     declare_files(p, input_dirs=("data_bin",))

@@ -7,7 +7,8 @@
 # (one sentence per line, tokens split by single spaces, no empty line) and calls
 #     xl_prepare            `xlpos-prep prepare`: align -> oracle -> reorderer -> orders -> sentencepiece -> XL
 #                           positions -> data-bin (preprocess/pipeline.py, the pipeline benchmarks/bleu.py runs too)
-#     xl_train SYSTEM       baseline | xl-input | xl-head | xl-rope
+#     xl_train SYSTEM       baseline | xl-input | xl-head | xl-rope (`xlpos-prep train`, with the training options
+#                           benchmarks/bleu.py trains with: preprocess/train_options.py)
 #     xl_translate SYSTEM   [checkpoint averaging] -> fairseq-generate on test -> $WORK/out/SYSTEM/test.words
 # Every step skips when it completed: its outputs exist with OUTPUT.done beside them, written only after the step
 # succeeded. The rule is implemented once, in Python (xlpos_prep.io step_done/finish_step); the recipes' own
@@ -104,14 +105,25 @@ xl_stop_after() {
 
 xl_lines() { wc -l < "$1" | tr -d ' '; }
 
+# xl_pass ARRAY OPTION VARIABLE...: append OPTION "$VARIABLE" to ARRAY for each pair whose variable is set and not
+# empty; an unset one leaves the option to the package's default.
+xl_pass() {
+  local -n into=$1
+  shift
+  while [ $# -ge 2 ]; do
+    [ -n "${!2:-}" ] && into+=("$1" "${!2}")
+    shift 2
+  done
+  return 0
+}
+
 # xl_raw_text_args [normalize]: the XL checkpoint settings that let fairseq-interactive and the hub take raw $SRC
-# text: split it into words as `xlpos-prep tokenize` split the corpus (sacremoses; fugashi for ja, jieba for zh),
-# with its punctuation/NFKC normalization when the recipe used --normalize, and join $TGT words back into text.
+# text: split it into words as `xlpos-prep tokenize` split the corpus, with its punctuation/NFKC normalization when
+# the recipe used --normalize, and join $TGT words back into text (the package's choice per language:
+# xlpos_prep.text.raw_text_options).
 xl_raw_text_args() {
-  local tok=moses detok=moses
-  case $SRC in ja|zh) tok=$SRC ;; esac
-  case $TGT in ja|zh) detok=$TGT ;; esac
-  echo "--xl-word-tokenizer $tok --xl-detokenizer $detok${1:+ --xl-normalize}"
+  "${PYTHON:-python}" -c 'import sys; from xlpos_prep.text import raw_text_options as o
+print(" ".join(o(sys.argv[1], sys.argv[2], sys.argv[3] == "normalize")))' "$SRC" "$TGT" "${1:-}"
 }
 
 # xl_wmt_scale_defaults: the WMT-scale recipes' shared defaults (WMT14, WAT17, WMT17): Transformer base or big
@@ -130,8 +142,6 @@ xl_wmt_scale_defaults() {
       : "${MAX_UPDATE:=300000}" "${LR:=5e-4}" "${DROPOUT:=0.3}" "${AVG_LAST:=20}" "${UPDATE_FREQ:=16}" ;;
     *) xl_die "SIZE must be base or big, not '$SIZE'" ;;
   esac
-  : "${MAX_TOKENS:=4096}"
-  : "${WARMUP:=4000}"
   : "${WEIGHT_DECAY:=0.0}"
   : "${SAVE_INTERVAL_UPDATES:=1000}"
   : "${BEAM:=4}"
@@ -182,12 +192,8 @@ xl_defaults() {
   : "${XL_HEAD_ARGS:=}"            # ... for xl-head only
   : "${XL_ROPE_ARGS:=}"            # ... for xl-rope only
   : "${TRAIN_ARGS:=}"              # extra fairseq-train arguments for every system
-  : "${MAX_TOKENS:=4096}"
-  : "${UPDATE_FREQ:=1}"
-  : "${LR:=5e-4}"
-  : "${WARMUP:=4000}"
-  : "${DROPOUT:=0.3}"
-  : "${WEIGHT_DECAY:=0.0001}"
+  # MAX_UPDATE, MAX_TOKENS, UPDATE_FREQ, LR, WARMUP, DROPOUT, WEIGHT_DECAY: the shared training options; unset, the
+  # package's defaults (`xlpos-prep train --help`)
   : "${SAVE_INTERVAL_UPDATES:=0}"  # 0: one checkpoint per epoch
   : "${AVG_LAST:=1}"               # >1: average the last AVG_LAST checkpoints before decoding
   : "${BEAM:=4}"
@@ -206,10 +212,10 @@ xl_defaults() {
   done
   [ "$WORKERS" -ge 1 ] || xl_die "WORKERS must be at least 1, not '$WORKERS'"
   case $STOP_AFTER in ''|raw|tok) ;; *) xl_die "STOP_AFTER must be raw or tok (or empty), not '$STOP_AFTER'" ;; esac
-  for system in $SYSTEMS; do
-    case $system in baseline|xl-input|xl-head|xl-rope) ;;
-      *) xl_die "unknown system '$system' in SYSTEMS (use baseline, xl-input, xl-head, xl-rope)" ;; esac
-  done
+  command -v xlpos-prep >/dev/null || xl_die "xlpos-prep not found: install xlpos first (pip install -e .)"
+  # shellcheck disable=SC2086
+  "${PYTHON:-python}" -c 'import sys; from xlpos_prep.systems import recipe_systems_problem as p
+sys.exit(p(sys.argv[1:]))' $SYSTEMS || exit 1
   XL_DATABIN=$WORK/data-bin
   XL_CUDA=$("${PYTHON:-python}" -c 'import torch; print(int(torch.cuda.is_available()))')
   if [ "$XL_CUDA" = 1 ]; then
@@ -218,7 +224,6 @@ xl_defaults() {
   else
     XL_DEVICE_ARGS=(--cpu)
   fi
-  command -v xlpos-prep >/dev/null || xl_die "xlpos-prep not found: install xlpos first (pip install -e .)"
   xl_private_tmp
   command -v fairseq-train >/dev/null || xl_die "fairseq-train not found: install xlpos first (pip install -e .)"
   mkdir -p "$WORK"
@@ -232,48 +237,39 @@ xl_prepare() {
               --align-lines "$ALIGN_LINES" --reorder-train-lines "$REORDER_TRAIN_LINES"
               --reorder-iterations "$REORDER_ITERATIONS" --reorder-shards "$REORDER_SHARDS"
               --spm-vocab "$SPM_VOCAB" --spm-type "$SPM_TYPE" --spm-coverage "$SPM_COVERAGE")
-  [ -n "$REORDER_LOSS" ] && args+=(--reorder-loss "$REORDER_LOSS")
   # A recipe that cleans by length (CLEAN_MAX_LEN) trains the reorderer on every sentence it kept: train-reorderer
   # skips longer ones (its default --max-len is 100 words), and its fallback then keeps a sentence longer than its
   # longest training sentence monotone unless the model beats that by a margin growing with the square of the
   # excess: most of WMT's 100-250-word sentences. REORDER_ARGS comes after, so a --max-len there wins.
   local reorder_args=$REORDER_ARGS
   [ -n "${CLEAN_MAX_LEN:-}" ] && reorder_args="--max-len $CLEAN_MAX_LEN${reorder_args:+ $reorder_args}"
-  [ -n "$reorder_args" ] && args+=(--reorder-args "$reorder_args")
-  [ -n "$ATTACH_NULL" ] && args+=(--attach-null "$ATTACH_NULL")
-  [ -n "$JACKKNIFE" ] && args+=(--jackknife "$JACKKNIFE")
+  xl_pass args --reorder-loss REORDER_LOSS --reorder-args reorder_args --attach-null ATTACH_NULL --jackknife JACKKNIFE
   [ "$VERBOSE" = 1 ] && args+=(--verbose-steps)
   xlpos-prep prepare "${args[@]}" || exit 1
 }
 
 # ---------------------------------------------------------------------------------------------------- models
-# xl_train SYSTEM: `xlpos-prep train` (the system's fairseq task and options, as benchmarks/bleu.py trains) into
-# $WORK/checkpoints/SYSTEM; a killed run resumes from fairseq's checkpoint_last.pt there.
+# xl_train SYSTEM: `xlpos-prep train` (the system's fairseq task and options; the training options benchmarks/bleu.py
+# trains with) into $WORK/checkpoints/SYSTEM; a killed run resumes from fairseq's checkpoint_last.pt there. XL
+# systems also get XL_INFERENCE_ARGS, XL_ARGS and their own XL_<SYSTEM>_ARGS (xl-input: XL_INPUT_ARGS), and carry the
+# reorderer and sentencepiece model in every checkpoint, so fairseq-interactive and the hub compute XL positions for
+# raw text with nothing else given.
 xl_train() {
-  local system=$1 save=$WORK/checkpoints/$1 arch=$BASELINE_ARCH xl=() own show=()
-  if [ "$system" != baseline ]; then
-    arch=$XL_ARCH
-    case $system in xl-input) own=$XL_INPUT_ARGS ;; xl-head) own=$XL_HEAD_ARGS ;; *) own=$XL_ROPE_ARGS ;; esac
-    # The reorderer and sentencepiece model go into every checkpoint, so fairseq-interactive and the hub
-    # compute XL positions for raw text with nothing else given.
-    # shellcheck disable=SC2206
-    xl=(--xl-reorderer "$WORK/reorder/reorderer.model" --xl-spm "$WORK/spm/spm.model" $XL_INFERENCE_ARGS $XL_ARGS $own)
-  fi
-  local save_args=(--keep-last-epochs "$AVG_LAST")
+  local system=$1 own=${1^^} options=() save_args=(--keep-last-epochs "$AVG_LAST") show=()
+  own=${own//-/_}_ARGS
+  xl_pass options --max-update MAX_UPDATE --max-tokens MAX_TOKENS --update-freq UPDATE_FREQ --lr LR \
+    --warmup-updates WARMUP --dropout DROPOUT --weight-decay WEIGHT_DECAY
   if [ "$SAVE_INTERVAL_UPDATES" -gt 0 ]; then
     save_args+=(--save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates "$AVG_LAST"
                 --no-epoch-checkpoints)
   fi
   [ "$VERBOSE" = 1 ] && show=(--show)
   # shellcheck disable=SC2086
-  xlpos-prep train --system "$system" --arch "$arch" --data-bin "$XL_DATABIN" --save-dir "$save" \
-    --source-lang "$SRC" --target-lang "$TGT" "${show[@]}" -- "${xl[@]}" --share-all-embeddings $ARCH_ARGS \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 --lr "$LR" --lr-scheduler inverse_sqrt \
-    --warmup-updates "$WARMUP" --warmup-init-lr 1e-07 --dropout "$DROPOUT" --weight-decay "$WEIGHT_DECAY" \
-    --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" \
-    "${save_args[@]}" --seed "$SEED" --log-format simple --log-interval 50 --no-progress-bar \
-    "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS || exit 1
+  xlpos-prep train --system "$system" --arch "$BASELINE_ARCH" --xl-arch "$XL_ARCH" --data-bin "$XL_DATABIN" \
+    --save-dir "$WORK/checkpoints/$system" --source-lang "$SRC" --target-lang "$TGT" "${options[@]}" "${show[@]}" \
+    --xl-args "$(printf '%q ' --xl-reorderer "$WORK/reorder/reorderer.model" --xl-spm "$WORK/spm/spm.model") \
+$XL_INFERENCE_ARGS $XL_ARGS ${!own:-}" -- $ARCH_ARGS "${save_args[@]}" --seed "$SEED" --log-format simple \
+    --log-interval 50 --no-progress-bar "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS || exit 1
 }
 
 # xl_checkpoint SYSTEM: the checkpoint to decode with (averaged when AVG_LAST > 1). Sets XL_CHECKPOINT.
