@@ -1,5 +1,6 @@
-"""The BLEU benchmark's own logic (benchmarks/bleu.py, plot_bleu.py): splits, buckets, scoring, log parsing,
-summaries and the plot. The end-to-end pipeline is exercised by running the benchmark (see its docstring)."""
+"""The BLEU benchmark's own logic (benchmarks/bleu.py, its bleu_*.py modules, plot_bleu.py): splits, buckets,
+scoring, log parsing, summaries and the plot. The end-to-end pipeline is exercised by running the benchmark (see
+its docstring)."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,63 +15,71 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import bleu  # noqa: E402
+import bleu_corpus  # noqa: E402
+import bleu_evidence  # noqa: E402
+import bleu_report  # noqa: E402
+import bleu_runs  # noqa: E402
+import buckets  # noqa: E402
 import run_records  # noqa: E402
+from bleu_corpus import PAIRS  # noqa: E402
+from xlpos_prep import significance, systems  # noqa: E402
+from xlpos_prep.io import read_json, write_json, write_lines  # noqa: E402
 
 
 def test_tanaka_test_set_is_the_held_out_end_of_train(tmp_path: Path) -> None:
     for lang in ("en", "ja"):
         (tmp_path / f"train.{lang}").write_text("".join(f"{lang} {i}\n" for i in range(10)), encoding="utf-8")
         (tmp_path / f"dev.{lang}").write_text(f"{lang} dev\n", encoding="utf-8")
-    splits = bleu.select_splits(bleu.PAIRS["ja-en"], tmp_path, "ja", train_lines=0, test_lines=3)
+    splits = bleu_corpus.select_splits(PAIRS["ja-en"], tmp_path, "ja", train_lines=0, test_lines=3)
     assert splits["test"] == ["ja 7", "ja 8", "ja 9"]
     assert splits["train"] == [f"ja {i}" for i in range(7)]
     assert splits["valid"] == ["ja dev"]
     # --train-lines subsamples what remains, never reaching into the test lines
-    splits = bleu.select_splits(bleu.PAIRS["ja-en"], tmp_path, "ja", train_lines=2, test_lines=3)
+    splits = bleu_corpus.select_splits(PAIRS["ja-en"], tmp_path, "ja", train_lines=2, test_lines=3)
     assert splits["train"] == ["ja 0", "ja 1"] and splits["test"] == ["ja 7", "ja 8", "ja 9"]
     with pytest.raises(SystemExit, match="not more than --test-lines"):
-        bleu.select_splits(bleu.PAIRS["ja-en"], tmp_path, "ja", train_lines=0, test_lines=10)
+        bleu_corpus.select_splits(PAIRS["ja-en"], tmp_path, "ja", train_lines=0, test_lines=10)
 
 
 def test_multi30k_uses_its_own_test_file(tmp_path: Path) -> None:
     for stem, n in (("train", 5), ("val", 2), ("test_2016_flickr", 3)):
         (tmp_path / f"{stem}.en").write_text("".join(f"{stem} {i}\n" for i in range(n)), encoding="utf-8")
-    splits = bleu.select_splits(bleu.PAIRS["en-de"], tmp_path, "en", train_lines=4, test_lines=1000)
+    splits = bleu_corpus.select_splits(PAIRS["en-de"], tmp_path, "en", train_lines=4, test_lines=1000)
     assert [len(splits[s]) for s in ("train", "valid", "test")] == [4, 2, 3]
     assert splits["test"][0] == "test_2016_flickr 0"
 
 
 def test_synthetic_pair_is_generated_once_with_its_gold_alignment(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(bleu.SYNTH_CORPUS, "train", 50)
-    spec = bleu.PAIRS["synth"]
+    monkeypatch.setitem(bleu_corpus.SYNTH_CORPUS, "train", 50)
+    spec = PAIRS["synth"]
     args = Namespace(work=str(tmp_path), data=str(tmp_path / "no-data-needed"), train_lines=0, test_lines=1000)
-    corpus = bleu.corpus_dir(spec, args)
+    corpus = bleu_corpus.corpus_dir(spec, args)
     gold = corpus / spec.gold_alignment
-    splits = bleu.select_splits(spec, corpus, spec.src, 0, 1000)
-    assert [len(splits[s]) for s in bleu.SPLITS] == [50, 500, 500]  # synth's own test set, not held out of train
+    splits = bleu_corpus.select_splits(spec, corpus, spec.src, 0, 1000)
+    assert [len(splits[s]) for s in bleu_corpus.SPLITS] == [50, 500, 500]  # synth's own test set, not held out of train
     assert len(gold.read_text(encoding="utf-8").splitlines()) == 500
-    assert spec.align_langs == ("src", "tgt") and bleu.attention_reference(spec).startswith("gold")
-    assert bleu.attention_reference(bleu.PAIRS["ja-en"]).startswith("silver")
+    assert spec.align_langs == ("src", "tgt") and bleu_corpus.attention_reference(spec).startswith("gold")
+    assert bleu_corpus.attention_reference(PAIRS["ja-en"]).startswith("silver")
     # the same corpus on every call (a gather on another machine regenerates the references it scores against)
     before = gold.stat().st_mtime_ns
-    refs = bleu.select_splits(spec, corpus, spec.tgt, 0, 1000)["test"]
-    assert bleu.test_references(spec, args) == refs and gold.stat().st_mtime_ns == before
+    refs = bleu_corpus.select_splits(spec, corpus, spec.tgt, 0, 1000)["test"]
+    assert bleu_corpus.test_references(spec, args) == refs and gold.stat().st_mtime_ns == before
     other = Namespace(**{**vars(args), "work": str(tmp_path / "elsewhere")})
-    assert bleu.test_references(spec, other) == refs
+    assert bleu_corpus.test_references(spec, other) == refs
 
 
 def test_order_tau_measures_movement() -> None:
-    assert bleu.order_tau([0, 1, 2, 3]) == 1.0
-    assert bleu.order_tau([3, 2, 1, 0]) == -1.0
-    assert bleu.order_tau([1, 0, 2, 3]) == pytest.approx(1 - 2 * 1 / 6)
-    assert bleu.order_tau([0]) == 1.0
+    assert buckets.order_tau([0, 1, 2, 3]) == 1.0
+    assert buckets.order_tau([3, 2, 1, 0]) == -1.0
+    assert buckets.order_tau([1, 0, 2, 3]) == pytest.approx(1 - 2 * 1 / 6)
+    assert buckets.order_tau([0]) == 1.0
 
 
 def test_buckets_cover_every_sentence_and_separate_unmoved_ones() -> None:
     sources = [["w"] * n for n in (3, 4, 5, 6, 7, 8, 9, 10, 11, 12)]
     orders = [list(range(len(s))) if k % 3 == 0 else list(reversed(range(len(s)))) if k % 3 == 1
               else [1, 0] + list(range(2, len(s))) for k, s in enumerate(sources)]
-    spec = bleu.make_buckets(sources, orders, n_length=4, n_reorder=4)
+    spec = buckets.make_buckets(sources, orders, n_length=4, n_reorder=4)
     assert len(spec.length_of) == len(spec.reorder_of) == len(sources)
     assert all(0 <= b < len(spec.length_labels) for b in spec.length_of)
     # length buckets are ordered: a longer sentence never lands in an earlier bucket
@@ -85,45 +94,45 @@ def test_buckets_cover_every_sentence_and_separate_unmoved_ones() -> None:
 
 
 def test_quantile_edges_merge_duplicates() -> None:
-    assert bleu.quantile_edges([5, 5, 5, 5], 4) == [5]
-    assert bleu.quantile_edges([1, 2, 3, 4, 5, 6, 7, 8], 4) == [2, 4, 6, 8]
-    assert bleu.assign_buckets([1, 2, 3, 8, 9], [2, 4, 6, 8]) == [0, 0, 1, 3, 3]
+    assert buckets.quantile_edges([5, 5, 5, 5], 4) == [5]
+    assert buckets.quantile_edges([1, 2, 3, 4, 5, 6, 7, 8], 4) == [2, 4, 6, 8]
+    assert buckets.assign_buckets([1, 2, 3, 8, 9], [2, 4, 6, 8]) == [0, 0, 1, 3, 3]
 
 
 def test_scores_of_perfect_and_wrong_translations() -> None:
     refs = ["a small cat sat on the mat .", "the dog barked at the mailman today .", "it rained all day long ."]
     tokens = [r.split() for r in refs]
-    spec = bleu.make_buckets(tokens, [list(range(len(t))) for t in tokens], n_length=2, n_reorder=2)
-    perfect = bleu.score_translations(refs, refs, "none", (tokens, tokens), spec)
+    spec = buckets.make_buckets(tokens, [list(range(len(t))) for t in tokens], n_length=2, n_reorder=2)
+    perfect = bleu_corpus.score_translations(refs, refs, "none", (tokens, tokens), spec)
     assert perfect["bleu"] == 100.0 and perfect["chrf"] == 100.0 and perfect["ribes"] == 100.0
     assert all(b == 100.0 for b in perfect["bleu_by_length"] if b is not None)
     assert "tok:none" in perfect["bleu_signature"] and perfect["sentences"] == 3
-    wrong = bleu.score_translations(["x y z"] * 3, refs, "13a", None, None)
+    wrong = bleu_corpus.score_translations(["x y z"] * 3, refs, "13a", None, None)
     assert wrong["bleu"] < 1.0 and "ribes" not in wrong and "bleu_by_length" not in wrong
     with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
-        bleu.score_translations(refs[:2], refs, "13a", None, None)
+        bleu_corpus.score_translations(refs[:2], refs, "13a", None, None)
 
 
 def test_summary_mean_spread_and_delta_vs_vanilla() -> None:
-    assert bleu.summarize([]) == {"n": 0}
-    s = bleu.summarize([20.0, 22.0])
+    assert bleu_evidence.summarize([]) == {"n": 0}
+    s = bleu_evidence.summarize([20.0, 22.0])
     assert s["mean"] == 21.0 and s["std"] == pytest.approx(1.41, abs=0.01) and s["n"] == 2
-    assert bleu.summarize([20.0])["std"] is None
+    assert bleu_evidence.summarize([20.0])["std"] is None
 
     def run(b: float) -> dict:
         return {"train": {"seconds": 10.0}, "eval": {"test": {"bleu": b, "chrf": 40.0}}}
-    summary = bleu.pair_summary({"vanilla": {"1": run(20.0), "2": run(22.0)}, "input": {"1": run(23.0),
+    summary = bleu_evidence.pair_summary({"vanilla": {"1": run(20.0), "2": run(22.0)}, "input": {"1": run(23.0),
                                                                                      "2": run(24.0)}})
     assert summary["input"]["test"]["bleu"]["mean"] == 23.5
     assert summary["input"]["test"]["delta_vs_vanilla"] == {"bleu": 2.5, "chrf": 0.0}
     assert "delta_vs_vanilla" not in summary["vanilla"]["test"]
     # part-way through a seed: the delta pairs runs of the same seed (replica), not means over different seeds
-    part = bleu.pair_summary({"vanilla": {"1": run(20.0), "2": run(22.0), "3": run(30.0)},
+    part = bleu_evidence.pair_summary({"vanilla": {"1": run(20.0), "2": run(22.0), "3": run(30.0)},
                               "input": {"1": run(23.0), "2": run(24.0)}})
     assert part["vanilla"]["test"]["bleu"]["mean"] == 24.0 and part["input"]["test"]["bleu"]["mean"] == 23.5
     assert part["input"]["test"]["delta_vs_vanilla"]["bleu"] == 2.5
     # no seed in common: no delta
-    apart = bleu.pair_summary({"vanilla": {"1": run(20.0)}, "input": {"2": run(24.0)}})
+    apart = bleu_evidence.pair_summary({"vanilla": {"1": run(20.0)}, "input": {"2": run(24.0)}})
     assert apart["input"]["test"]["delta_vs_vanilla"] == {}
 
 
@@ -131,12 +140,13 @@ def test_markdown_table_rows_per_system_with_oracle_columns() -> None:
     def run(b: float, oracle_positions: float | None = None) -> dict:
         ev = {"test": {"bleu": b, "chrf": 40.0}, "valid": {"bleu": b - 1}}
         if oracle_positions is not None:
-            ev[bleu.VALID_ORACLE_POSITIONS] = {"bleu": oracle_positions}
+            ev[bleu_corpus.VALID_ORACLE_POSITIONS] = {"bleu": oracle_positions}
         return {"train": {"seconds": 10.0}, "eval": ev}
     runs = {"vanilla": {"1": run(20.0), "2": run(22.0)}, "input": {"1": run(23.0, 25.0)},
             "input-oracle": {"1": {"train": {"seconds": 10.0}, "eval": {"valid": {"bleu": 30.0}}}}}
     # a record made before the significance tests and attention AER existed: those cells stay empty
-    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": bleu.pair_summary(runs)}}})
+    summary = bleu_evidence.pair_summary(runs)
+    table = bleu_report.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary}}})
     rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:]}
     assert rows["vanilla"][2:5] == ["1,2", "21.00 ± 1.41", "–"]
     # Δ against vanilla of the same seed (20.00), not vanilla's mean over seeds 1 and 2
@@ -154,15 +164,15 @@ def test_replica_table_shows_each_data_replica_and_their_spread() -> None:
     pairs = {"ja-en": {"runs": {}, "summary": {},
                        "data_by_seed": {"2": replica(0.84, 0.80), "1": replica(0.82, 0.78), "3": None}},
              "en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": replica(0.99, 0.95)}}}
-    lines = bleu.replica_markdown({"pairs": pairs})
+    lines = bleu_report.replica_markdown({"pairs": pairs})
     rows = [line.split(" | ") for line in lines if line.startswith("| ja-en") or line.startswith("| en-de")]
     # replicas in seed order; a replica without figures (a record made before) is left out
     assert [(r[0], r[1], r[2]) for r in rows] == [("| ja-en", "1", "0.8200"), ("| ja-en", "2", "0.8400"),
                                                   ("| ja-en", "mean ± sd", "0.8300 ± 0.0141"),
                                                   ("| en-de", "1", "0.9900")]
     assert rows[2][4] == "0.7000 ± 0.0000"
-    assert "Data replicas" in bleu.markdown_table({"pairs": pairs})
-    assert bleu.replica_markdown({"pairs": {"ja-en": {"runs": {}, "summary": {}}}}) == []
+    assert "Data replicas" in bleu_report.markdown_table({"pairs": pairs})
+    assert bleu_report.replica_markdown({"pairs": {"ja-en": {"runs": {}, "summary": {}}}}) == []
 
 
 def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_counts() -> None:
@@ -173,9 +183,9 @@ def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_cou
         return {"reordering_vs_oracle": {"test": {"reorderer": {"corpus_tau": tau, "corpus_frs": 0.9},
                                                   "monotone": {"corpus_tau": 0.96, "corpus_frs": 0.93}}},
                 "reorderer": {"train_seconds": tau}, "test_sentences": {"reorderer_tau": [tau]}}
-    one = bleu.replica_makings([("vanilla", data(0.97)), ("input", data(0.97)), ("rope", data(0.97))])
+    one = bleu_evidence.replica_makings([("vanilla", data(0.97)), ("input", data(0.97)), ("rope", data(0.97))])
     assert [m["systems"] for m in one] == [["vanilla", "input", "rope"]]
-    two = bleu.replica_makings([("vanilla", data(0.9661)), ("rope-monotone", data(0.9661)),
+    two = bleu_evidence.replica_makings([("vanilla", data(0.9661)), ("rope-monotone", data(0.9661)),
                                 ("input", data(0.9659)), ("head", data(0.9659))])
     assert [m["systems"] for m in two] == [["input", "head"], ["vanilla", "rope-monotone"]]
     assert two[0]["data"] == data(0.9659)
@@ -184,13 +194,13 @@ def test_a_replica_made_twice_is_told_apart_and_the_reorderer_readers_making_cou
                     for m in two]}
     pairs = {"en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": data(0.98), "2": two[0]["data"]},
                        "replica_makings": remade}}
-    lines = bleu.replica_markdown({"pairs": pairs})
+    lines = bleu_report.replica_markdown({"pairs": pairs})
     rows = [line.split(" | ") for line in lines if line.startswith("| en-de")]
     assert [r[1:3] for r in rows] == [["1", "0.9800"], ["2, made for input, head", "0.9659"],
                                       ["2, made for vanilla, rope-monotone", "0.9661"],
                                       ["mean ± sd", "0.9729 ± 0.0100"]]  # of 0.98 and the first making's 0.9659
     assert "Made more than once" in lines[1] and "en-de 2" in lines[1]
-    assert "Made more than once" not in bleu.replica_markdown(
+    assert "Made more than once" not in bleu_report.replica_markdown(
         {"pairs": {"en-de": {"runs": {}, "summary": {}, "data_by_seed": {"1": data(0.98)}}}})[1]
 
 
@@ -205,7 +215,7 @@ FAIRSEQ_LOG = "".join(f"2026-12-02 13:35:47 | INFO | {line}\n" for line in (
 def test_parse_train_log(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text(FAIRSEQ_LOG, encoding="utf-8")
-    stats = bleu.parse_train_log(log)
+    stats = bleu_runs.parse_train_log(log)
     assert stats["params"] == 4582400 and stats["updates"] == 80 and stats["epochs"] == 2
     assert stats["final_epoch_loss"] == 8.4 and stats["last_logged_loss"] == 8.5
     assert stats["steady_updates_per_s"] == 0.5  # (75 - 25) updates in (200 - 100) s
@@ -235,31 +245,31 @@ def test_extra_test_sets_name_their_pair(tmp_path: Path) -> None:
         bleu.parse_extra_sets(Namespace(test_src=[str(tmp_path / "nope")], test_ref=[str(ref)]), ["en-de"])
 
 
-def test_run_jobs_keeps_every_result_and_raises_the_first_failure() -> None:
+def test_run_threads_keeps_every_result_and_raises_the_first_failure() -> None:
     keys = [("vanilla", 1), ("input", 1), ("input", 2)]
-    assert bleu.run_jobs(keys, lambda system, seed: f"{system}{seed}", 2) == {k: f"{k[0]}{k[1]}" for k in keys}
-    assert bleu.run_jobs(keys, lambda system, seed: seed, 1) == {k: k[1] for k in keys}
+    assert bleu_runs.run_threads(keys, lambda system, seed: f"{system}{seed}", 2) == {k: f"{k[0]}{k[1]}" for k in keys}
+    assert bleu_runs.run_threads(keys, lambda system, seed: seed, 1) == {k: k[1] for k in keys}
 
     def fail(system: str, seed: int) -> int:
         if system == "input":
             raise SystemExit(f"training {system} failed")
         return seed
     with pytest.raises(SystemExit, match="training input failed"):
-        bleu.run_jobs(keys, fail, 2)
+        bleu_runs.run_threads(keys, fail, 2)
 
 
 def test_training_config_is_shared_and_keyed() -> None:
-    cfg = bleu.TrainConfig(max_update=100)
+    cfg = bleu_runs.TrainConfig(max_update=100)
     args = cfg.fairseq_args()
     # fairseq 0.12 would drop the last batch of generation/training otherwise (issue #5036)
     assert args[args.index("--required-batch-size-multiple") + 1] == "1"
     assert args[args.index("--warmup-updates") + 1] == "20"
-    assert cfg.tag() != bleu.TrainConfig(max_update=200).tag()
-    assert cfg.tag() == bleu.TrainConfig(max_update=100).tag()
-    vanilla = bleu.task_args(bleu.parse_system("vanilla"))
-    assert vanilla[vanilla.index("--arch") + 1] == "transformer" and not bleu.parse_system("vanilla").oracle
-    rope = bleu.task_args(bleu.parse_system("rope-oracle"))
-    assert rope[rope.index("--xl-integration") + 1] == "rope" and bleu.parse_system("rope-oracle").oracle
+    assert cfg.tag() != bleu_runs.TrainConfig(max_update=200).tag()
+    assert cfg.tag() == bleu_runs.TrainConfig(max_update=100).tag()
+    vanilla = systems.task_args(systems.parse_system("vanilla"))
+    assert vanilla[vanilla.index("--arch") + 1] == "transformer" and not systems.parse_system("vanilla").oracle
+    rope = systems.task_args(systems.parse_system("rope-oracle"))
+    assert rope[rope.index("--xl-integration") + 1] == "rope" and systems.parse_system("rope-oracle").oracle
 
 
 def pooled_example() -> tuple[dict, dict, dict]:
@@ -274,7 +284,7 @@ def pooled_example() -> tuple[dict, dict, dict]:
 
 def test_seed_pooled_buckets_follow_each_replica_and_carry_a_band() -> None:
     items, lengths, taus = pooled_example()
-    pooled = bleu.pooled_bucket_bleu(items, lengths, taus, "none", samples=200)
+    pooled = buckets.pooled_bucket_bleu(items, lengths, taus, "none", samples=200)
     reordering = pooled["reordering"]
     assert reordering["labels"][-1] == "not moved"
     input_cells, vanilla_cells = reordering["systems"]["input"], reordering["systems"]["vanilla"]
@@ -286,9 +296,9 @@ def test_seed_pooled_buckets_follow_each_replica_and_carry_a_band() -> None:
     for cell in pooled["length"]["systems"]["input"]:
         assert cell["low"] <= cell["bleu"] <= cell["high"] and cell["seeds"] == 2
     assert any(c["high"] - c["low"] > 10 for c in pooled["length"]["systems"]["input"])
-    assert bleu.pooled_bucket_bleu(items, lengths, taus, "none", samples=200) == pooled  # seeded
+    assert buckets.pooled_bucket_bleu(items, lengths, taus, "none", samples=200) == pooled  # seeded
     with pytest.raises(ValueError, match="seed 2"):
-        bleu.pooled_bucket_bleu(items, lengths, {"1": taus["1"]}, "none", samples=10)
+        buckets.pooled_bucket_bleu(items, lengths, {"1": taus["1"]}, "none", samples=10)
 
 
 def test_seed_pooled_buckets_need_each_replicas_figures() -> None:
@@ -297,12 +307,12 @@ def test_seed_pooled_buckets_need_each_replicas_figures() -> None:
     hyps = lambda system, seed: items[system][seed][0]  # noqa: E731
     refs = items["vanilla"]["1"][1]
     figures = {seed: {"source_words": lengths[seed], "reorderer_tau": taus[seed]} for seed in ("1", "2")}
-    pooled = bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, figures)
+    pooled = bleu_evidence.seed_pooled_buckets(PAIRS["ja-en"], runs, refs, hyps, figures)
     assert pooled["reordering"]["systems"]["input"][-1]["bleu"] == 100.0
     # a replica recorded without the figures (records made before) is left out, not guessed
-    partial = bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, {"1": figures["1"], "2": None})
+    partial = bleu_evidence.seed_pooled_buckets(PAIRS["ja-en"], runs, refs, hyps, {"1": figures["1"], "2": None})
     assert {c["seeds"] for c in partial["length"]["systems"]["input"] if c} == {1}
-    assert bleu.seed_pooled_buckets(bleu.PAIRS["ja-en"], runs, refs, hyps, {"1": None, "2": None}) is None
+    assert bleu_evidence.seed_pooled_buckets(PAIRS["ja-en"], runs, refs, hyps, {"1": None, "2": None}) is None
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (extra 'bench') missing")
@@ -312,11 +322,11 @@ def test_plot_from_results(tmp_path: Path) -> None:
     items, lengths, taus = pooled_example()
     items["rope-monotone"] = items["vanilla"]
     items["head"] = items["vanilla"]
-    summary = {system: {"test": {"bleu": bleu.summarize([b, b])}} for system, b in
+    summary = {system: {"test": {"bleu": bleu_evidence.summarize([b, b])}} for system, b in
                (("vanilla", 20), ("input", 21), ("head", 22), ("head-oracle", 30), ("rope-monotone", 20.5))}
     results = {"config": {"seeds": [1, 2], "train": {"max_update": 5}},
                "pairs": {"ja-en": {"summary": summary,
-                                   "pooled_buckets": bleu.pooled_bucket_bleu(items, lengths, taus, "none", 50)}}}
+                                   "pooled_buckets": buckets.pooled_bucket_bleu(items, lengths, taus, "none", 50)}}}
     assert plot_bleu.best_xl_system(summary) == "head"
     assert plot_bleu.plotted_systems(results["pairs"]["ja-en"]) == ["vanilla", "rope-monotone", "head"]
     out = tmp_path / "plot.png"
@@ -330,60 +340,60 @@ def test_plot_from_results(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ issue 12
 def test_system_grammar() -> None:
     def args(name: str) -> list[str]:
-        return list(bleu.parse_system(name).task_args)
+        return list(systems.parse_system(name).task_args)
 
     def value(name: str, option: str) -> str | None:
         a = args(name)
         return a[a.index(option) + 1] if option in a else None
-    head = bleu.parse_system("head-k2-l01")
+    head = systems.parse_system("head-k2-l01")
     assert value("head-k2-l01", "--xl-integration") == "head" and value("head-k2-l01", "--xl-heads") == "2"
     assert value("head-k2-l01", "--xl-head-layers") == "0,1" and head.reads_reorderer and not head.model_args
     assert value("rope-k1-lall", "--xl-head-layers") == "all" and value("rope", "--xl-heads") is None
     assert value("input-sum", "--xl-fusion") == "sum" and value("input", "--xl-fusion") is None
-    encfree = bleu.parse_system("encfree-vanilla")
+    encfree = systems.parse_system("encfree-vanilla")
     # the training arguments come after the shared configuration's, so --encoder-layers 0 wins
     assert encfree.model_args == ("--encoder-layers", "0") and not encfree.xl
     assert value("encfree-vanilla", "--xl-integration") == "none"
-    assert bleu.parse_system("encfree-input-gated").model_args == ("--encoder-layers", "0")
-    assert value("vanilla", "--arch") == "transformer" and bleu.parse_system("vanilla").model_args == ()
-    random = bleu.parse_system("input-random")
+    assert systems.parse_system("encfree-input-gated").model_args == ("--encoder-layers", "0")
+    assert value("vanilla", "--arch") == "transformer" and systems.parse_system("vanilla").model_args == ()
+    random = systems.parse_system("input-random")
     assert value("input-random", "--xl-contrast") == "random" and random.control == "random"
     assert not random.reads_reorderer and not random.oracle
     assert value("rope-monotone", "--xl-positions") == "monotone"
-    assert bleu.parse_system("head-k2-oracle").oracle
+    assert systems.parse_system("head-k2-oracle").oracle
     for bad, message in (("encfree-head", "an encoder-free model has none"), ("vanilla-random", "need an XL system"),
                          ("input-cat", "unknown system input-cat"), ("head-2", "unknown system")):
         with pytest.raises(ValueError, match=message):
-            bleu.parse_system(bad)
+            systems.parse_system(bad)
     with pytest.raises(SystemExit, match="unknown system input-cat"):
         bleu.main(["--systems", "vanilla,input-cat", "--no-train"])
 
 
 def test_contrast_options_and_set_names() -> None:
-    assert bleu.parse_contrast("none") == [] and bleu.parse_contrast("all") == list(bleu.CONTRASTS)
+    assert bleu.parse_contrast("none") == [] and bleu.parse_contrast("all") == list(bleu_corpus.CONTRASTS)
     assert bleu.parse_contrast("reversed,local-shuffle") == ["reversed", "local-shuffle"]
     with pytest.raises(SystemExit, match="--contrast shuffled: choose from"):
         bleu.parse_contrast("shuffled")
     a = Namespace(contrast_window=3, contrast_seed=1)
-    assert [bleu.contrast_set_name(k, a) for k in bleu.CONTRASTS] == [
+    assert [bleu_corpus.contrast_set_name(k, a) for k in bleu_corpus.CONTRASTS] == [
         "test@monotone", "test@reversed", "test@random", "test@local-shuffle-k3"]
-    assert bleu.contrast_set_name("random", Namespace(contrast_window=3, contrast_seed=2)) == "test@random-s2"
+    assert bleu_corpus.contrast_set_name("random", Namespace(contrast_window=3, contrast_seed=2)) == "test@random-s2"
 
 
 def test_contrast_and_oracle_sets_go_to_models_reading_reorderer_positions(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(bleu, "train_system", lambda *a: {"seconds": 1.0})
-    monkeypatch.setattr(bleu, "evaluate_system", lambda pair, system, seed, cfg, eval_set, args: {"bleu": 1.0})
-    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
+    monkeypatch.setattr(bleu_runs, "train_system", lambda *a: {"seconds": 1.0})
+    monkeypatch.setattr(bleu_runs, "evaluate_system", lambda pair, system, seed, cfg, eval_set, args: {"bleu": 1.0})
+    pair = bleu_corpus.PreparedPair(PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
                              tmp_path / "oracle" / "test.align")
-    for name, xl_only in (("valid", False), ("test", False), (bleu.VALID_ORACLE_POSITIONS, True),
+    for name, xl_only in (("valid", False), ("test", False), (bleu_corpus.VALID_ORACLE_POSITIONS, True),
                           ("test@reversed", True)):
-        pair.eval_sets[name] = bleu.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
+        pair.eval_sets[name] = bleu_corpus.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
     args = Namespace(no_train=False, attention_aer=False, records=None)
-    cfg = bleu.TrainConfig()
+    cfg = bleu_runs.TrainConfig()
 
     def sets(system: str) -> list[str]:
-        return sorted(bleu.train_and_evaluate(pair, system, 1, cfg, args)["eval"])
-    assert sets("input") == sorted(["valid", "test", bleu.VALID_ORACLE_POSITIONS, "test@reversed"])
+        return sorted(bleu_runs.train_and_evaluate(pair, system, 1, cfg, args)["eval"])
+    assert sets("input") == sorted(["valid", "test", bleu_corpus.VALID_ORACLE_POSITIONS, "test@reversed"])
     for control in ("vanilla", "encfree-vanilla", "input-random", "rope-monotone"):
         assert sets(control) == ["test", "valid"]
     assert sets("input-oracle") == ["valid"]
@@ -396,21 +406,21 @@ def test_contrast_drops_in_the_summary_and_table() -> None:
             ev["test@reversed"] = {"bleu": reversed_, "chrf": 30.0}
         return {"train": {"seconds": 1.0}, "eval": ev}
     runs = {"vanilla": {"1": run(20.0, None)}, "input": {"1": run(24.0, 19.0), "2": run(26.0, 20.0)}}
-    summary = bleu.pair_summary(runs)
+    summary = bleu_evidence.pair_summary(runs)
     assert summary["input"]["contrast_drop_bleu"] == {"test@reversed": -5.5}
     assert "contrast_drop_bleu" not in summary["vanilla"]
-    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary}}})
+    table = bleu_report.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary}}})
     assert "| ja-en | input | 25.00 | 19.50 (-5.50) |" in table
 
 
 def _pair_with_runs(tmp_path: Path, cfg, hyps: dict[str, dict[int, list[str]]], refs: list[str]):
-    pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
+    pair = bleu_corpus.PreparedPair(PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
                              tmp_path / "oracle" / "test.align")
-    pair.eval_sets["test"] = bleu.EvalSet("test", tmp_path, "test", refs, [r.split() for r in refs], None)
+    pair.eval_sets["test"] = bleu_corpus.EvalSet("test", tmp_path, "test", refs, [r.split() for r in refs], None)
     runs = {}
     for system, by_seed in hyps.items():
         for seed, lines in by_seed.items():
-            bleu.write_lines(tmp_path / "runs" / cfg.tag() / f"{system}.seed{seed}" / "hyp" / "test.txt", lines)
+            write_lines(tmp_path / "runs" / cfg.tag() / f"{system}.seed{seed}" / "hyp" / "test.txt", lines)
             runs.setdefault(system, {})[str(seed)] = {"train": {"seconds": 1.0}, "eval": {"test": {"bleu": 1.0}}}
     return pair, runs
 
@@ -423,14 +433,14 @@ def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
 
     def noisy(rate: float) -> list[str]:
         return [" ".join(w if rng.random() > rate else rng.choice(vocab) for w in r.split()) for r in refs]
-    cfg = bleu.TrainConfig(max_update=5)
+    cfg = bleu_runs.TrainConfig(max_update=5)
     hyps = {"vanilla": {1: noisy(0.5), 2: noisy(0.5)}, "input": {1: noisy(0.1), 2: noisy(0.1)},
             "input-monotone": {1: noisy(0.5)}, "input-oracle": {1: noisy(0.1)}}
     pair, runs = _pair_with_runs(tmp_path, cfg, hyps, refs)
-    assert bleu.significance_pairs(list(runs), [("input-monotone", "vanilla")]) == [
+    assert bleu_evidence.significance_pairs(list(runs), [("input-monotone", "vanilla")]) == [
         ("input", "vanilla"), ("input-monotone", "vanilla"), ("input", "input-monotone")]
     args = Namespace(bs_samples=100, ar_trials=100)
-    records = bleu.pair_significance(pair, runs, cfg, [], args)
+    records = bleu_evidence.pair_significance(pair, runs, cfg, [], args)
     by = {(r["system"], r["baseline"]): r for r in records}
     assert set(by) == {("input", "vanilla"), ("input-monotone", "vanilla"), ("input", "input-monotone")}
     main = by[("input", "vanilla")]
@@ -443,22 +453,23 @@ def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
     record = json.loads(cache.read_text())
     record["seed_pair_count"] = 99
     cache.write_text(json.dumps(record))
-    assert bleu.pair_significance(pair, runs, cfg, [], args)[0]["seed_pair_count"] == 99
-    assert bleu.pair_significance(pair, runs, cfg, [], Namespace(bs_samples=101, ar_trials=100))[0][
+    assert bleu_evidence.pair_significance(pair, runs, cfg, [], args)[0]["seed_pair_count"] == 99
+    assert bleu_evidence.pair_significance(pair, runs, cfg, [], Namespace(bs_samples=101, ar_trials=100))[0][
         "seed_pair_count"] == 2
     # missing hypotheses (a run scored before hypotheses were kept): that comparison is left out
     (tmp_path / "runs" / cfg.tag() / "input-monotone.seed1" / "hyp" / "test.txt").unlink()
-    assert [(r["system"], r["baseline"]) for r in bleu.pair_significance(pair, runs, cfg, [], args)] == [
+    assert [(r["system"], r["baseline"]) for r in bleu_evidence.pair_significance(pair, runs, cfg, [], args)] == [
         ("input", "vanilla")]
-    summary = bleu.pair_summary(runs)
-    table = bleu.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary, "significance": records}}})
+    summary = bleu_evidence.pair_summary(runs)
+    table = bleu_report.markdown_table({"pairs": {"ja-en": {"runs": runs, "summary": summary,
+                                                            "significance": records}}})
     rows = {line.split(" | ")[1]: line.split(" | ") for line in table.splitlines()[2:6]}
     assert rows["input"][5] == "≤0.010 / ≤0.010 (2/2)" and rows["input"][6].startswith("±")
     # one seed pair: the two p-values as they are, no count; two systems of the same quality: no star
     assert " / " in rows["input-monotone"][5] and not rows["input-monotone"][5].endswith("*")
     assert "(" not in rows["input-monotone"][5]
     assert "| ja-en | input | input-monotone | 1 | " in table and "Significance on test" in table
-    printed = bleu.significance.format_table(records)
+    printed = significance.format_table(records)
     assert "concat*" in printed and "input-monotone" in printed
 
 
@@ -469,9 +480,9 @@ def test_compare_option() -> None:
     with pytest.raises(ValueError, match="expected SYSTEM:BASELINE"):
         bleu.parse_compare("rope", ["rope"])
     # a gather over records, some runs not there yet: the pair is left out, not a crash
-    assert bleu.significance_pairs(["vanilla", "rope"], [("input", "input-sum"), ("rope", "vanilla")]) == [
+    assert bleu_evidence.significance_pairs(["vanilla", "rope"], [("input", "input-sum"), ("rope", "vanilla")]) == [
         ("rope", "vanilla")]
-    assert ("input", "input-sum") in bleu.significance_pairs(["input", "input-sum"], [("input", "input-sum")])
+    assert ("input", "input-sum") in bleu_evidence.significance_pairs(["input", "input-sum"], [("input", "input-sum")])
 
 
 def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(monkeypatch, tmp_path: Path) -> None:
@@ -484,56 +495,56 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     refs = [" ".join(rng.choices(vocab, k=8)) for _ in range(40)]
     hyps = {"vanilla": [" ".join(w if rng.random() > 0.5 else "x" for w in r.split()) for r in refs],
             "input": [" ".join(w if rng.random() > 0.1 else "x" for w in r.split()) for r in refs]}
-    cfg = bleu.TrainConfig(max_update=5)
+    cfg = bleu_runs.TrainConfig(max_update=5)
     records = tmp_path / "records"
     args = Namespace(no_train=False, attention_aer=False, attention_layer=-1, records=records, train_lines=0,
                      test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, reorder_args="", jackknife=3,
                      contrast=[], contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
 
     def make_pair(root: Path):
-        pair = bleu.PreparedPair(bleu.PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
+        pair = bleu_corpus.PreparedPair(PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
                                  root / "oracle" / "test.align")
-        pair.eval_sets["test"] = bleu.EvalSet("test", root, "test", refs, [r.split() for r in refs], None)
+        pair.eval_sets["test"] = bleu_corpus.EvalSet("test", root, "test", refs, [r.split() for r in refs], None)
         pair.info = {"data_replica": 1, "buckets": {},
                      "test_sentences": {"source_words": [8] * 40, "reorderer_tau": [1.0, 0.5] * 20}}
         return pair
 
     def fake_train(pair, system, seed, cfg, args):
         run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
-        bleu.write_json(run_dir / "train.json", {"seconds": 3.0, "cpu_seconds": 2.5})
+        write_json(run_dir / "train.json", {"seconds": 3.0, "cpu_seconds": 2.5})
         (run_dir / "checkpoint_last.pt").write_bytes(b"weights")
-        return bleu.read_json(run_dir / "train.json")
+        return read_json(run_dir / "train.json")
 
     def fake_generate(pair, system, seed, cfg, eval_set, args):
         run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
-        bleu.write_lines(run_dir / "hyp" / "test.txt", hyps[system])
-        scores = bleu.score_translations(hyps[system], refs, "none", None, None)
-        bleu.write_json(run_dir / "scores" / "test.json", scores)
+        write_lines(run_dir / "hyp" / "test.txt", hyps[system])
+        scores = bleu_corpus.score_translations(hyps[system], refs, "none", None, None)
+        write_json(run_dir / "scores" / "test.json", scores)
         return scores
 
-    real_evaluate = bleu.evaluate_system
-    monkeypatch.setattr(bleu, "machine_info", lambda: {"cpu_model": "test"})
-    monkeypatch.setattr(bleu, "train_system", fake_train)
-    monkeypatch.setattr(bleu, "evaluate_system", fake_generate)
-    first = {s: bleu.train_and_evaluate(make_pair(tmp_path / "a"), s, 1, cfg, args) for s in hyps}
+    real_evaluate = bleu_runs.evaluate_system
+    monkeypatch.setattr(bleu_runs, "machine_info", lambda: {"cpu_model": "test"})
+    monkeypatch.setattr(bleu_runs, "train_system", fake_train)
+    monkeypatch.setattr(bleu_runs, "evaluate_system", fake_generate)
+    first = {s: bleu_runs.train_and_evaluate(make_pair(tmp_path / "a"), s, 1, cfg, args) for s in hyps}
     assert sorted(p.parent.name for p in records.rglob("record.json")) == ["input.seed1", "vanilla.seed1"]
     assert not list(records.rglob("*.pt"))
 
     def no_training(*a):
         raise AssertionError("a recorded run was trained or decoded again")
-    monkeypatch.setattr(bleu, "train_system", lambda pair, system, seed, cfg, args: bleu.read_json(
+    monkeypatch.setattr(bleu_runs, "train_system", lambda pair, system, seed, cfg, args: read_json(
         pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}" / "train.json"))
-    monkeypatch.setattr(bleu, "evaluate_system", real_evaluate)  # reads the recorded scores
-    monkeypatch.setattr(bleu, "generate", no_training)
-    second = {s: bleu.train_and_evaluate(make_pair(tmp_path / "b"), s, 1, cfg, args) for s in hyps}
+    monkeypatch.setattr(bleu_runs, "evaluate_system", real_evaluate)  # reads the recorded scores
+    monkeypatch.setattr(bleu_runs, "generate", no_training)
+    second = {s: bleu_runs.train_and_evaluate(make_pair(tmp_path / "b"), s, 1, cfg, args) for s in hyps}
     assert second == first
     assert (tmp_path / "b" / "runs" / cfg.tag() / "input.seed1" / "hyp" / "test.txt").read_text().splitlines() \
         == hyps["input"]
 
-    monkeypatch.setattr(bleu, "test_references", lambda spec, args: refs)
-    gathered = bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla", "input", "head"], [1], cfg, [], args)
+    monkeypatch.setattr(bleu_evidence, "test_references", lambda spec, args: refs)
+    gathered = bleu_evidence.gather_from_records(PAIRS["ja-en"], ["vanilla", "input", "head"], [1], cfg, [], args)
     assert gathered["runs"] == {s: {"1": first[s]} for s in hyps}
-    assert gathered["summary"] == bleu.pair_summary({s: {"1": first[s]} for s in hyps})
+    assert gathered["summary"] == bleu_evidence.pair_summary({s: {"1": first[s]} for s in hyps})
     [test] = gathered["significance"]
     assert (test["system"], test["baseline"]) == ("input", "vanilla")
     assert test["significant_seed_pairs"]["BLEU"] == 1
@@ -541,10 +552,11 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     assert [c["sentences"] for c in gathered["pooled_buckets"]["reordering"]["systems"]["input"]] == [20, 20]
     record = run_records.read_record(records, run_records.RunKey("ja-en", "input", 1))
     assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?|unknown.*", record["provenance"]["code"])
-    assert bleu.gather_from_records(bleu.PAIRS["en-ja"], ["vanilla"], [1], cfg, [], args) is None  # none yet
+    assert bleu_evidence.gather_from_records(PAIRS["en-ja"], ["vanilla"], [1], cfg, [], args) is None  # none yet
     # another configuration's records are not silently mixed in
     with pytest.raises(Exception, match="made with configuration"):
-        bleu.gather_from_records(bleu.PAIRS["ja-en"], ["vanilla"], [1], bleu.TrainConfig(max_update=6), [], args)
+        bleu_evidence.gather_from_records(PAIRS["ja-en"], ["vanilla"], [1], bleu_runs.TrainConfig(max_update=6), [],
+                                          args)
 
 
 def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> None:
@@ -555,7 +567,7 @@ def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> 
     model = train(sentences, [[2, 1, 0], [0, 2, 1]] * 5, ReordererConfig(hash_bits=12, invert_margin=0.5),
                   TrainOptions(iterations=2, chunk_weight=3.0), progress=False)
     model.save(str(tmp_path / "r.npz"))
-    settings = bleu.reorderer_settings(tmp_path / "r.npz")
+    settings = bleu_corpus.reorderer_settings(tmp_path / "r.npz")
     assert settings["hash_bits"] == 12 and settings["invert_margin"] == 0.5
     assert settings["features"] == list(ReordererConfig().features)
     assert settings["training"]["iterations"] == 2 and settings["training"]["chunk_weight"] == 3.0
@@ -564,21 +576,23 @@ def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> 
 
 
 def test_p_values_below_a_thousandth_are_not_printed_as_zero() -> None:
-    assert bleu.p_value(0.0213) == "0.021" and bleu.p_value(0.001) == "0.001"
-    assert bleu.p_value(1 / 10001) == "0.0001" and bleu.p_value(0.00031) == "0.00031"
+    assert bleu_report.p_value(0.0213) == "0.021" and bleu_report.p_value(0.001) == "0.001"
+    assert bleu_report.p_value(1 / 10001) == "0.0001" and bleu_report.p_value(0.00031) == "0.00031"
 
 
 def test_reorderer_arguments_make_their_own_data_replica() -> None:
     # a campaign pins its reorderer settings with --reorder-args: the replica made with them must not be confused
     # with one made with train-reorderer's defaults (which may change), nor with other settings
     args = bleu.build_parser().parse_args(["--pairs", "ja-en", "--data-replica", "1", "--jackknife", "1"])
-    spec = bleu.PAIRS["ja-en"]
-    assert bleu.data_tag(spec, args) == "trainall-holdout1000-replica1.spm8000.rodef"  # older replicas keep their name
+    spec = PAIRS["ja-en"]
+    # older replicas keep their name
+    assert bleu_corpus.data_tag(spec, args) == "trainall-holdout1000-replica1.spm8000.rodef"
     # jackknifed training positions (the default) are other data: a folder of their own per K
     jackknifed = bleu.build_parser().parse_args(["--pairs", "ja-en", "--data-replica", "1"])
-    assert bleu.data_tag(spec, jackknifed) == f"trainall-holdout1000-replica1.spm8000.rodef.jk{bleu.JACKKNIFE_FOLDS}"
+    assert bleu_corpus.data_tag(spec, jackknifed) == \
+        f"trainall-holdout1000-replica1.spm8000.rodef.jk{bleu.JACKKNIFE_FOLDS}"
     pinned = Namespace(**{**vars(args), "reorder_args": "--features span,wide  --fallback-margin 0"})
     same = Namespace(**{**vars(args), "reorder_args": "--features span,wide --fallback-margin 0"})
     other = Namespace(**{**vars(args), "reorder_args": "--features span,wide"})
-    tags = {bleu.data_tag(spec, a) for a in (args, pinned, other)}
-    assert len(tags) == 3 and bleu.data_tag(spec, pinned) == bleu.data_tag(spec, same)
+    tags = {bleu_corpus.data_tag(spec, a) for a in (args, pinned, other)}
+    assert len(tags) == 3 and bleu_corpus.data_tag(spec, pinned) == bleu_corpus.data_tag(spec, same)
