@@ -1,0 +1,392 @@
+"""What `xlpos-prep prepare` costs as the corpus grows: wall time, CPU time and peak memory of every step, their
+growth fitted over corpus sizes, and the time extrapolated to WMT-sized corpora on 2 and on 32 cores.
+
+The corpora are WMT-like in length: each sentence pair joins consecutive pairs of the Tanaka corpus
+(../shared/data/enja, English -> Japanese, as WMT14's English -> German has an English source) until the English
+side reaches a length drawn from a log-normal distribution (median 21 words, sigma 0.6: mean about 25; at most 250
+words, the WMT recipes' cleaning limit), starting at random lines. Training pairs are joined from all but the last 4,000
+Tanaka training lines, test (1,000 pairs) and valid (200 pairs) from those, so they are the same at every size.
+Joined sentences keep real words, real alignments and real reordering; the vocabulary is Tanaka's, smaller than
+WMT's (sentencepiece and fairseq-preprocess are fast here for that reason).
+
+Each size runs the real pipeline (`xlpos-prep prepare`, in a child process, with the WMT recipes' reorderer
+settings: --max-len 250) while a sampler reads the process tree's CPU time and resident memory every 0.25 s
+(benchmarks/process_tree.py). A step's interval ends when its completion record is written (the pipeline writes
+OUTPUT.done after each step): the samples of that interval give its wall time, CPU time and peak memory (the sum
+of the live processes' resident sets: an upper bound, sampled, so a peak shorter than 0.25 s can be missed).
+Then one epoch of fairseq-train's data loading with XL positions (the `translation_xlpos` task's batch iterator
+over the training split, collation included, no model) runs in another child: its wall, CPU and peak memory.
+
+Growth: per step, the exponent b of time ~ a * lines^b fitted on log-log axes (1 = linear), and the peak memory at
+every size. Extrapolation to 4.5M (WMT14 En-De) and 20M (WMT17 Zh-En) pairs uses each step's fit with the WMT
+recipes' caps: the alignment on the first 1,000,000 pairs (ALIGN_LINES) and the reorderer, its jackknife folds
+included, on the first 100,000 (REORDER_TRAIN_LINES); every other step on all pairs. On c cores a step takes its
+CPU time divided by min(c, how many processes it runs at once): the per-sentence steps (--workers processes, or
+shard jobs), the jackknife's folds (K at once), eflomal (its two directions) and the rest on one core.
+
+    python benchmarks/scale.py --sizes 5000,10000,20000 --workers 2 --json docs/runs/2026-12-scale/small.json
+    python benchmarks/scale.py --sizes 50000,500000,2000000 --workers 2 --work /big/disk/scale     # hours
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(BENCH))
+from process_tree import Sample, TreeSampler  # noqa: E402
+
+SRC, TGT = "en", "ja"
+HELD_LINES = 4_000          # the last Tanaka training lines: valid and test are joined from them, training pairs never
+SPLIT_PAIRS = {"valid": 200, "test": 1000}
+MEDIAN_WORDS, SIGMA, MAX_WORDS = 21.0, 0.6, 250
+WMT_ALIGN_LINES, WMT_REORDER_LINES = 1_000_000, 100_000   # the WMT recipes' ALIGN_LINES, REORDER_TRAIN_LINES
+TARGETS = {"WMT14 En-De": 4_500_000, "WMT17 Zh-En": 20_000_000}
+CORES = (2, 32)
+# Steps whose completion records are written inside another step's interval (the jackknife's folds run in
+# parallel within "jackknife reorderers"): left out of the per-step table, their time is their parent's.
+NESTED = re.compile(r"^jackknife fold \d+ ")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ corpora
+def joined_pairs(src: list[str], tgt: list[str], lo: int, hi: int, n: int, rng: random.Random) -> Iterator[tuple]:
+    """n pairs, each the consecutive lines lo <= i < hi from a random start joined until the source reaches a
+    log-normal length (at most MAX_WORDS words unless one line is longer)."""
+    for _ in range(n):
+        want = min(MAX_WORDS, max(1, round(rng.lognormvariate(math.log(MEDIAN_WORDS), SIGMA))))
+        i = rng.randrange(lo, hi)
+        s_words, t_words = src[i].split(), tgt[i].split()
+        while len(s_words) < want:
+            i = lo + (i + 1 - lo) % (hi - lo)
+            more = src[i].split()
+            if len(s_words) + len(more) > MAX_WORDS:
+                break
+            s_words += more
+            t_words += tgt[i].split()
+        yield " ".join(s_words), " ".join(t_words)
+
+
+def write_corpus(data: Path, tok: Path, lines: int, seed: int) -> None:
+    """WORK/tok/{train,valid,test}.{en,ja} of `lines` training pairs (see the module's docstring)."""
+    src = (data / f"train.{SRC}").read_text(encoding="utf-8").splitlines()
+    tgt = (data / f"train.{TGT}").read_text(encoding="utf-8").splitlines()
+    if len(src) <= 2 * HELD_LINES:
+        raise SystemExit(f"{data}/train.{SRC}: {len(src)} lines, the benchmark needs more than {2 * HELD_LINES}")
+    pool = len(src) - HELD_LINES
+    tok.mkdir(parents=True, exist_ok=True)
+    parts = {"train": (0, pool, lines, seed), "valid": (pool, len(src), SPLIT_PAIRS["valid"], 10_000 + 1),
+             "test": (pool, len(src), SPLIT_PAIRS["test"], 10_000 + 2)}
+    for split, (lo, hi, n, split_seed) in parts.items():
+        pairs = joined_pairs(src, tgt, lo, hi, n, random.Random(split_seed))
+        with open(tok / f"{split}.{SRC}", "w", encoding="utf-8") as fs, \
+                open(tok / f"{split}.{TGT}", "w", encoding="utf-8") as ft:
+            for s, t in pairs:
+                fs.write(s + "\n")
+                ft.write(t + "\n")
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+@dataclass
+class StepCost:
+    step: str
+    wall: float          # seconds
+    cpu: float           # CPU seconds of the whole process tree in the step's interval
+    peak_rss: int        # bytes, sampled
+
+
+def completion_records(work: Path) -> list[tuple[float, str]]:
+    """(time written, step) of every completion record under `work`, one per step (its last output's)."""
+    ends: dict[str, float] = {}
+    for marker in work.rglob("*.done"):
+        try:
+            step = json.loads(marker.read_text(encoding="utf-8"))["step"]
+        except (ValueError, KeyError, TypeError):
+            continue  # not a completion record (fairseq-preprocess's own marker)
+        ends[step] = max(ends.get(step, 0.0), marker.stat().st_mtime)
+    return sorted((t, s) for s, t in ends.items())
+
+
+def step_costs(samples: list[Sample], records: list[tuple[float, str]], start: float) -> list[StepCost]:
+    """Cuts the samples at the steps' ends: a step's interval runs from the previous top-level step's end."""
+    costs, begin = [], start
+    for end, step in records:
+        if NESTED.match(step):
+            continue
+        inside = [x for x in samples if begin <= x.wall <= end]
+        before = [x for x in samples if x.wall <= begin]
+        cpu0 = before[-1].cpu if before else 0.0
+        cpu1 = inside[-1].cpu if inside else cpu0
+        costs.append(StepCost(step, round(end - begin, 2), round(max(0.0, cpu1 - cpu0), 2),
+                              max((x.rss for x in inside), default=0)))
+        begin = end
+    return costs
+
+
+@dataclass
+class ChildRun:
+    start: float                 # time.time() at launch
+    wall: float                  # seconds
+    cpu: float                   # CPU seconds of the process and every descendant
+    samples: list[Sample]
+
+
+def measured_child(cmd: list[str], log_path: Path) -> ChildRun:
+    """Runs cmd with its output to log_path, sampling its process tree."""
+    with open(log_path, "w", encoding="utf-8") as out:
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid).start()
+        while True:  # wait4 reaps the child and gives the CPU time of it and every descendant it reaped
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.05)
+        samples = sampler.stop()
+        wall = time.time() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{shlex.join(cmd)} exited {proc.returncode}; its log: {log_path}")
+    return ChildRun(t0, wall, usage.ru_utime + usage.ru_stime, samples)
+
+
+def prepare_command(work: Path, workers: int, jackknife: int, reorder_lines: int) -> list[str]:
+    """The pipeline as the WMT recipes run it, every training pair aligned, the first reorder_lines training the
+    reorderer."""
+    return [sys.executable, "-m", "xlpos_prep.cli", "prepare", "--work", str(work), "--src", SRC, "--tgt", TGT,
+            "--workers", str(workers), "--jackknife", str(jackknife), "--reorder-train-lines", str(reorder_lines),
+            "--reorder-args", f"--max-len {MAX_WORDS}"]
+
+
+def epoch_main(data_bin: str, max_tokens: int) -> None:
+    """(child) One epoch of the training split as fairseq-train's data loader reads it (no model): the XL task's
+    dataset, batches of max_tokens, every example read and every batch collated. Prints one JSON line."""
+    import resource
+
+    from xl_data_path import load_train  # the task and data-bin as fairseq-train loads them
+
+    t0, c0 = time.time(), time.process_time()
+    dataset = load_train("translation_xlpos", Path(data_bin), SRC, TGT, "train")
+    batches = dataset.batch_by_size(dataset.ordered_indices(), max_tokens=max_tokens,
+                                    required_batch_size_multiple=1)
+    tokens = 0
+    for batch in batches:
+        tokens += int(dataset.collater([dataset[i] for i in batch])["ntokens"])
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"wall": round(time.time() - t0, 2), "cpu": round(time.process_time() - c0, 2),
+                      "batches": len(batches), "target_tokens": tokens, "peak_rss": usage.ru_maxrss * 1024}))
+
+
+# ------------------------------------------------------------------------------------------------ growth
+# How many lines a step works on (of N training pairs; A aligned, R training the reorderer) and how many
+# processes it runs at once (W: the per-sentence steps' workers or shard jobs, K: the jackknife's folds), by name.
+# A step of valid or test works on a split whose size does not change with the corpus.
+STEP_KINDS: list[tuple[str, str, str]] = [  # the first match decides
+    (r" (valid|test)$", "fixed", "W"),
+    (r"^align \(", "A", "2"),                       # eflomal: its forward and reverse models
+    (r"^(alignment|oracle source|reorderer training lines)", "R", "1"),
+    (r"^oracle train", "R", "W"),
+    (r"^train-reorderer", "R", "1"),
+    (r"^jackknife (folds|orders)", "R", "1"),
+    (r"^jackknife reorderers", "R", "K"),
+    (r"^evaluate train", "R", "1"),
+    (r"^(jackknife rest source|reorder train rest)", "N-R", "W"),
+    (r"^(positions|spm-encode) train", "N", "W"),
+    (r"^data-bin", "N", "W"),
+    (r"^(check input|reorder train|spm-train)", "N", "1"),
+]
+
+
+def step_kind(step: str) -> tuple[str, str]:
+    for pattern, lines, parallel in STEP_KINDS:
+        if re.search(pattern, step):
+            return lines, parallel
+    return "N", "1"
+
+
+def lines_of(kind: str, n: int, aligned: int, reorder: int) -> int:
+    return {"A": aligned, "R": reorder, "N-R": n - reorder, "N": n, "fixed": 1}[kind]
+
+
+def power_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(a, b) of y = a * x^b, least squares on log-log axes (b = 1 with one point)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return (ys[-1] / xs[-1] if xs and xs[-1] else 0.0), 1.0
+    mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx else 1.0
+    return math.exp(my - b * mx), b
+
+
+def parallelism(code: str, cores: int, folds: int) -> int:
+    return {"1": 1, "2": min(2, cores), "W": cores, "K": min(folds, cores)}[code]
+
+
+def extrapolate(fits: dict[str, dict], pairs: int, cores: int, folds: int) -> float:
+    """Seconds of the whole pipeline for `pairs` training pairs with the WMT recipes' caps on `cores` cores."""
+    aligned, reorder = min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES)
+    total = 0.0
+    for step, fit in fits.items():
+        kind, code = step_kind(step)
+        lines = lines_of(kind, pairs, aligned, reorder)
+        if kind == "N-R" and lines == 0:
+            continue
+        cpu = fit["cpu_a"] * lines ** fit["cpu_b"] if kind != "fixed" else fit["cpu_a"]
+        total += cpu / parallelism(code, cores, folds)
+    return total
+
+
+# ------------------------------------------------------------------------------------------------ one size
+def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -> dict:
+    """Prepares a fresh corpus of `lines` training pairs and measures every step; the record is kept in
+    ROOT/N/scale.json, and a size with a record is not run again (delete the directory to remeasure)."""
+    work = root / str(lines)
+    record_path = work / "scale.json"
+    if record_path.exists():
+        log(f"{lines} pairs: measured before ({record_path})")
+        return json.loads(record_path.read_text(encoding="utf-8"))
+    if work.exists():  # a cut measurement: its steps' times are lost with it, so it starts again
+        import shutil
+        shutil.rmtree(work)
+    log(f"{lines} pairs: writing the corpus")
+    write_corpus(data, work / "tok", lines, opts.seed)
+    words = sum(len(line.split()) for line in open(work / "tok" / f"train.{SRC}", encoding="utf-8"))
+    reorder = max(2 * opts.jackknife, int(lines * opts.reorder_fraction))
+    cmd = prepare_command(work, opts.workers, opts.jackknife, reorder)
+    log(f"{lines} pairs ({words} source words): {shlex.join(cmd)}")
+    run = measured_child(cmd, work / "prepare.log")
+    costs = step_costs(run.samples, completion_records(work), run.start)
+    log(f"{lines} pairs: prepare took {run.wall:.0f} s, {run.cpu:.0f} CPU-s; one epoch of data loading next")
+    epoch_cmd = [sys.executable, __file__, "--epoch", str(work / "data-bin"), "--max-tokens", str(opts.max_tokens)]
+    epoch_run = measured_child(epoch_cmd, work / "epoch.log")
+    epoch = json.loads((work / "epoch.log").read_text(encoding="utf-8").strip().splitlines()[-1])
+    record = {"lines": lines, "source_words": words, "reorder_lines": reorder, "aligned_lines": lines,
+              "workers": opts.workers, "jackknife": opts.jackknife, "command": shlex.join(cmd),
+              "prepare": {"wall": round(run.wall, 2), "cpu": round(run.cpu, 2),
+                          "peak_rss": max((x.rss for x in run.samples), default=0)},
+              "steps": [asdict(c) for c in costs],
+              "epoch": {**epoch, "process_wall": round(epoch_run.wall, 2)},
+              "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "load_before": opts.load_before}
+    record_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return record
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+                  if line.startswith("model name")), "unknown CPU")
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+# ------------------------------------------------------------------------------------------------ report
+def fits_of(records: list[dict]) -> dict[str, dict]:
+    """Per step: the power-law fits of its CPU and wall time in the lines it works on, and its peak memory."""
+    steps: dict[str, list[tuple[int, dict]]] = {}
+    for r in records:
+        for c in r["steps"]:
+            kind, _ = step_kind(c["step"])
+            steps.setdefault(c["step"], []).append(
+                (lines_of(kind, r["lines"], r["aligned_lines"], r["reorder_lines"]), c))
+    fits = {}
+    for step, points in steps.items():
+        kind, _ = step_kind(step)
+        xs = [float(x) for x, _ in points]
+        if kind == "fixed":  # the same split at every size: its mean cost
+            cpu = sum(c["cpu"] for _, c in points) / len(points)
+            fits[step] = {"kind": kind, "cpu_a": cpu, "cpu_b": 0.0, "wall_b": 0.0,
+                          "peak_rss": [c["peak_rss"] for _, c in points]}
+            continue
+        cpu_a, cpu_b = power_fit(xs, [max(c["cpu"], 0.01) for _, c in points])
+        _, wall_b = power_fit(xs, [max(c["wall"], 0.01) for _, c in points])
+        fits[step] = {"kind": kind, "cpu_a": cpu_a, "cpu_b": cpu_b, "wall_b": wall_b,
+                      "peak_rss": [c["peak_rss"] for _, c in points]}
+    return fits
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def report(records: list[dict], folds: int) -> dict:
+    records = sorted(records, key=lambda r: r["lines"])
+    sizes = [r["lines"] for r in records]
+    fits = fits_of(records)
+    print(f"\nper step: CPU seconds / peak memory (MB) at {', '.join(map(str, sizes))} training pairs; "
+          f"growth exponent b of CPU time ~ lines^b (1 = linear), lines = what the step works on")
+    print(f"{'step':34} {'lines':>6} " + " ".join(f"{s:>16}" for s in sizes) + f" {'b (CPU)':>8} {'b (wall)':>8}")
+    for step, fit in fits.items():
+        cells = []
+        for r in records:
+            c = next((c for c in r["steps"] if c["step"] == step), None)
+            cells.append(f"{c['cpu']:8.1f} / {c['peak_rss'] / 2**20:5.0f}" if c else f"{'-':>16}")
+        # a step of a few seconds is mostly its process's start-up: its exponent says little
+        small = "" if fit["kind"] == "fixed" or cells[-1].strip() == "-" or float(cells[-1].split("/")[0]) >= 10 \
+            else "*"
+        b = "const" if fit["kind"] == "fixed" else f"{fit['cpu_b']:7.2f}{small}"
+        wb = "" if fit["kind"] == "fixed" else f"{fit['wall_b']:8.2f}"
+        print(f"{step[:34]:34} {fit['kind']:>6} " + " ".join(cells) + f" {b:>8} {wb:>8}")
+    print("* under 10 CPU seconds at the largest size: start-up weighs, the exponent is no growth figure")
+    print("one epoch of data loading (XL task, every batch collated): "
+          + ", ".join(f"{r['lines']}: {r['epoch']['cpu']:.1f} CPU-s, {r['epoch']['peak_rss'] / 2**20:.0f} MB"
+                      for r in records))
+    print("whole prepare: " + ", ".join(f"{r['lines']}: {r['prepare']['wall']:.0f} s wall, "
+                                        f"{r['prepare']['cpu']:.0f} CPU-s, peak {r['prepare']['peak_rss'] / 2**20:.0f} MB"
+                                        for r in records))
+    extrapolated = {}
+    print(f"\nextrapolated prepare time with the WMT recipes' caps (align {WMT_ALIGN_LINES:,} pairs, reorderer "
+          f"{WMT_REORDER_LINES:,}), jackknife {folds} folds:")
+    for name, pairs in TARGETS.items():
+        for cores in CORES:
+            seconds = extrapolate(fits, pairs, cores, folds)
+            extrapolated[f"{name}, {cores} cores"] = round(seconds)
+            print(f"  {name} ({pairs:,} pairs) on {cores:2d} cores: {hours(seconds)}")
+    return {"fits": fits, "extrapolated_seconds": extrapolated}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="5000,10000,20000", help="training pairs, comma-separated")
+    p.add_argument("--work", type=Path, default=REPO / "work" / "scale")
+    p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "enja")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--jackknife", type=int, default=3)
+    p.add_argument("--reorder-fraction", type=float, default=0.5,
+                   help="the share of training pairs that train the reorderer (the rest are reordered by it)")
+    p.add_argument("--seed", type=int, default=1, help="of the corpus's sampling")
+    p.add_argument("--max-tokens", type=int, default=4096, help="batch size of the data-loading epoch")
+    p.add_argument("--json", type=Path, help="write the records, fits and extrapolation here")
+    p.add_argument("--epoch", help=argparse.SUPPRESS)
+    opts = p.parse_args(argv)
+    if opts.epoch:
+        epoch_main(opts.epoch, opts.max_tokens)
+        return 0
+    sizes = [int(x) for x in opts.sizes.split(",")]
+    opts.load_before = os.getloadavg()[0]
+    records = [measure_size(opts.work, opts.data, n, opts) for n in sizes]
+    summary = report(records, opts.jackknife)
+    if opts.json:
+        opts.json.parent.mkdir(parents=True, exist_ok=True)
+        opts.json.write_text(json.dumps({"command": shlex.join(sys.argv), "records": records, **summary},
+                                        indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

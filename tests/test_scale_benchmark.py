@@ -1,0 +1,85 @@
+"""The scale benchmark (benchmarks/scale.py) reports what it says: WMT-like corpora, per-step costs cut at the
+steps' completion records, growth fits and the extrapolation with the WMT recipes' caps. No timing is asserted."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import process_tree  # noqa: E402
+import scale  # noqa: E402
+
+ENJA = REPO.parent / "shared" / "data" / "enja"
+
+
+def test_joined_pairs_have_wmt_like_lengths_and_stay_parallel():
+    src = [f"s{i} a b c d e f g h" for i in range(1000)]        # 9 words a line, like Tanaka
+    tgt = [f"t{i} x y" for i in range(1000)]
+    import random
+    pairs = list(scale.joined_pairs(src, tgt, 0, 1000, 3000, random.Random(1)))
+    lengths = [len(s.split()) for s, _ in pairs]
+    assert 20 <= sum(lengths) / len(lengths) <= 32          # mean about 25 words
+    assert max(lengths) <= scale.MAX_WORDS and max(lengths) > 60   # a tail, capped
+    for s, t in pairs[:200]:  # the same lines joined on both sides, in the same order
+        assert [w[1:] for w in s.split() if w.startswith("s")] == [w[1:] for w in t.split() if w.startswith("t")]
+
+
+def test_step_costs_cut_the_samples_at_completion_records():
+    S = process_tree.Sample
+    samples = [S(100.0, 0.0, 10), S(101.0, 1.0, 50), S(102.0, 2.0, 20), S(103.0, 2.5, 80), S(104.0, 4.5, 30)]
+    records = [(102.0, "align (train+test)"), (103.5, "jackknife fold 1 train-reorderer"), (104.0, "train-reorderer")]
+    costs = scale.step_costs(samples, records, 100.0)
+    assert [c.step for c in costs] == ["align (train+test)", "train-reorderer"]  # the nested fold is left out
+    assert (costs[0].wall, costs[0].cpu, costs[0].peak_rss) == (2.0, 2.0, 50)
+    assert (costs[1].wall, costs[1].cpu, costs[1].peak_rss) == (2.0, 2.5, 80)
+
+
+def test_completion_records_are_read_from_done_markers(tmp_path):
+    (tmp_path / "a.done").write_text(json.dumps({"step": "spm-train"}))
+    os.utime(tmp_path / "a.done", (50, 50))
+    (tmp_path / "b.done").write_text(json.dumps({"step": "data-bin"}))
+    os.utime(tmp_path / "b.done", (60, 60))
+    (tmp_path / "c.done").write_text(json.dumps({"step": "data-bin"}))   # a step with two outputs: its last
+    os.utime(tmp_path / "c.done", (70, 70))
+    (tmp_path / "preprocess.done").write_text("")                           # not a completion record
+    assert scale.completion_records(tmp_path) == [(50.0, "spm-train"), (70.0, "data-bin")]
+
+
+def test_power_fit_and_extrapolation_with_the_recipes_caps():
+    a, b = scale.power_fit([1e3, 1e4, 1e5], [2.0, 20.0, 200.0])
+    assert b == pytest.approx(1.0) and a == pytest.approx(0.002)
+    assert scale.power_fit([1e3, 1e4], [1.0, 100.0])[1] == pytest.approx(2.0)
+    fits = {"align (train+test)": {"kind": "A", "cpu_a": 1e-3, "cpu_b": 1.0},
+            "train-reorderer": {"kind": "R", "cpu_a": 1e-2, "cpu_b": 1.0},
+            "positions train": {"kind": "N", "cpu_a": 1e-4, "cpu_b": 1.0},
+            "reorder test": {"kind": "fixed", "cpu_a": 5.0, "cpu_b": 0.0}}
+    # 4.5M pairs: align capped at 1M (two processes), reorderer at 100k (one), positions on all (per core)
+    two = scale.extrapolate(fits, 4_500_000, 2, 3)
+    assert two == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 2 + 5.0 / 2)
+    many = scale.extrapolate(fits, 4_500_000, 32, 3)
+    assert many == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 32 + 5.0 / 32)
+
+
+def test_tree_sampler_counts_a_child_and_its_memory():
+    proc = subprocess.Popen([sys.executable, "-c", "x = bytearray(60 * 2**20)\n"
+                             "import time; t = time.process_time()\nwhile time.process_time() - t < 0.6: pass"])
+    sampler = process_tree.TreeSampler(os.getpid(), interval=0.05).start()
+    proc.wait()
+    samples = sampler.stop()
+    assert max(s.rss for s in samples) > 60 * 2**20          # the child's 60 MB were in the tree
+    assert samples[-1].cpu - samples[0].cpu >= 0.3
+
+
+@pytest.mark.skipif(not (ENJA / "train.en").exists(), reason="needs ../shared/data/enja (the Tanaka corpus)")
+def test_write_corpus_makes_every_split(tmp_path):
+    scale.write_corpus(ENJA, tmp_path, 300, seed=1)
+    counts = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in tmp_path.iterdir()}
+    assert counts == {"train.en": 300, "train.ja": 300, "valid.en": 200, "valid.ja": 200,
+                      "test.en": 1000, "test.ja": 1000}
