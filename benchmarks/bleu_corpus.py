@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from xlpos_prep.io import log, read_json, read_lines, step_done, write_lines
-from xlpos_prep.derived_data import oracle_data_bin, test_set_data_bin
+from xlpos_prep.derived_data import test_set_data_bin
 from xlpos_prep.pipeline import Layout, PrepareConfig, Prepared, Steps, prep_cmd, prepare, run
 from xlpos_prep.reorderer import Reorderer
-from xlpos_prep.text import Detokenizer
+from xlpos_prep.text import Detokenizer, check_parallel
 
 from buckets import BucketSpec, bucket_bleu, make_buckets, order_tau
 
@@ -167,7 +167,6 @@ def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict
     raw = root / "raw"
 
     def make_text() -> None:
-        from xlpos_prep.text import check_parallel
         for lang in langs:
             lines = select_splits(spec, data, lang, args.train_lines, args.test_lines)
             for split in SPLITS:
@@ -285,15 +284,15 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
     tok = corpus_root / "tok"
     layout = pipeline_layout(spec, corpus_root, root)
     adopt_earlier_cache(spec, layout)
-    # the pipeline, with what this benchmark needs besides the recipes' defaults: every split aligned (valid's
-    # oracle serves the oracle-positions ablation), in the corpus's canonical direction, oracle ranks of every
-    # aligned training line, reordering scores on valid and test
+    # the pipeline, with what this benchmark needs besides the recipes' defaults: every split aligned, in the
+    # corpus's canonical direction, oracle ranks of every aligned training line, reordering scores on valid and
+    # test, and the oracle ablation's data-bin (train and valid with XL positions from the oracle ranks)
     prepared = prepare(PrepareConfig(
         src=s, tgt=t, workers=args.workers, align_splits=SPLITS, align_reversed=(s, t) != spec.align_langs,
         full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
         reorder_args=shlex.split(args.reorder_args), jackknife=args.jackknife,
-        eval_splits=("valid", "test"), spm_vocab=args.spm_vocab, spm_type="unigram",
-        seed=args.data_replica or 1), layout)
+        eval_splits=("valid", "test"), oracle_positions=("train", "valid"), spm_vocab=args.spm_vocab,
+        spm_type="unigram", seed=args.data_replica or 1), layout)
     times = Steps(root / "times.json")  # as prepare() left it
     corpus_info["align_seconds"] = prepared.seconds["align (train+valid+test)"]
     oracle_dir = root / "oracle"
@@ -307,10 +306,7 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         f"{reordering['test']['monotone']['corpus_tau']:.4f})")
     data_bin = Path(layout.data_bin)
 
-    # the oracle ablation: the same tokens, XL positions from the oracle ranks (cheap: seconds)
-    oracle_bin = root / "data-bin-oracle"
-    oracle_data_bin(times, prepared.config, layout, str(oracle_bin), f"{root}/pieces/{{split}}.oracle.xlpos")
-
+    oracle_bin = Path(layout.oracle_data_bin())
     gold = Path(corpus_info["corpus"]) / spec.gold_alignment if spec.gold_alignment else oracle_dir / "test.align"
     pair = PreparedPair(spec, root, data_bin, oracle_bin, gold)
     corpus_raw = corpus_root / "raw"
@@ -390,9 +386,11 @@ def prepare_extra(spec: PairSpec, prepared: Prepared, times: Steps, name: str, s
     def make_words() -> None:
         for lang, path in ((s, src_path), (t, ref_path)):
             tokenize(spec, lang, path, d / f"tok.{lang}", root / "logs" / "extra.log")
+        check_parallel([str(d / f"tok.{s}"), str(d / f"tok.{t}")])
 
     times.step(f"extra {name} words", [d / f"tok.{s}", d / f"tok.{t}"], make_words, inputs=[src_path, ref_path])
-    test_set_data_bin(times, prepared.config, prepared.layout, name, str(d / f"tok.{s}"), str(d / f"tok.{t}"), str(d))
+    test_set_data_bin(times, prepared.config, prepared.layout, name, str(d / f"tok.{s}"), str(d / f"tok.{t}"),
+                      str(d))
     sources = [x.split() for x in read_lines(str(d / f"tok.{s}"))]
     orders = [[int(i) for i in x.split()] for x in read_lines(str(d / "test.order"))]
     refs = [" ".join(x.split()) for x in ref_lines] if spec.pretokenized else ref_lines

@@ -38,9 +38,9 @@ from typing import Callable, Sequence
 
 from .io import (SEED, WORKERS, ExternalToolError, InputError, Shard, atomic_output, check_same_length, check_step,
                  command_record, declare_files, directory_lock, finish_step, float_option, input_identities,
-                 int_option, iter_lines, path_identity, read_lines, run_child, shard_option, start_step, step_done)
+                 int_option, iter_lines, log, path_identity, read_lines, run_child, shard_option, start_step, step_done,
+                 write_lines)
 from .shards import Joiner, ShardFiles, Stage, concatenate, refuse_shard, write_block
-from .text import write_lines
 
 SPLITS = ("train", "valid", "test")
 # K of the jackknifed training orders (PrepareConfig.jackknife), chosen by measurement: docs/positions.md
@@ -51,10 +51,6 @@ LEGACY_SETTINGS = {"jackknife": 1}
 # within about 0.002, without an all-pairs count over millions of lines
 TRAIN_EVAL_LINES = 50_000
 ATTACH_NULL_BY_SOURCE = {"ja": "left"}  # measured better for Japanese sources (docs/reorderer.md)
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def default_attach_null(src: str) -> str:
@@ -237,14 +233,17 @@ class PrepareConfig:
     spm_type: str = "unigram"
     spm_coverage: float = 1.0
     data_bin: bool = True
+    oracle_positions: tuple = ()             # splits that also get XL positions from their oracle ranks, in a data-bin
+    #                                          of their own (Layout.oracle_data_bin): the oracle ablation
     verbose: bool = False
 
     def __post_init__(self) -> None:
         self._attach_null_given = bool(self.attach_null)  # (not a field: not recorded)
         self.attach_null = self.attach_null or default_attach_null(self.src)
-        missing = [s for s in self.eval_splits if s not in self.align_splits]
-        if missing:
-            raise ValueError(f"reordering scores of {', '.join(missing)} need its alignment: add it to align_splits")
+        for what, splits in (("reordering scores", self.eval_splits), ("oracle positions", self.oracle_positions)):
+            missing = [s for s in splits if s not in self.align_splits]
+            if missing:
+                raise ValueError(f"{what} of {', '.join(missing)} need its alignment: add it to align_splits")
         for name in ("workers", "reorder_shards", "jackknife"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
@@ -298,6 +297,14 @@ class Layout:
 
     def path(self, slot: str, split: str = "", lang: str = "") -> str:
         return getattr(self, slot).format(split=split, lang=lang)
+
+    def oracle_data_bin(self) -> str:
+        """The data-bin of PrepareConfig.oracle_positions, beside the data-bin."""
+        return self.data_bin + "-oracle"
+
+    def oracle_xlpos(self, split: str) -> str:
+        """A split's XL positions from its oracle ranks, beside its XL positions."""
+        return os.path.splitext(self.path("xlpos", split))[0] + ".oracle.xlpos"
 
     def jackknife_path(self, name: str) -> str:
         return os.path.join(self.jackknife or os.path.join(os.path.dirname(self.reorderer), "jackknife"), name)
@@ -595,6 +602,8 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
             inputs=[p for split in cfg.splits for p in (f"{prefix[split]}.{s}", f"{prefix[split]}.{t}",
                                                         layout.path("xlpos", split))],
             settings={"languages": [s, t], "splits": list(cfg.splits)})
+        if cfg.oracle_positions:
+            seconds["data-bin-oracle"] = oracle_data_bin(steps, cfg, layout)
     return Prepared(layout, cfg, lines, seconds)
 
 
@@ -658,8 +667,9 @@ def all_pieces(steps: Steps, cfg: PrepareConfig, layout: Layout, corpus: Corpus,
             makes = (joiner.make([(xlpos, part(lambda f, split=split: f.xlpos(split))),
                                   (src_pieces, part(lambda f, split=split: f.pieces(split, s)))]),
                      joiner.make([(tgt_pieces, part(lambda f, split=split: f.pieces(split, t)))]))
-        pieces(steps, corpus.tok[split, s], corpus.tok[split, t], layout.path("order", split), corpus.spm_model,
-               xlpos, src_pieces, tgt_pieces, split, cfg.workers, Path(layout.logs), cfg.verbose, seconds, makes)
+        seconds.update(pieces(steps, cfg, SplitPieces(split, corpus.tok[split, s], corpus.tok[split, t],
+                                                      layout.path("order", split), xlpos, src_pieces, tgt_pieces),
+                              corpus.spm_model, Path(layout.logs), makes))
 
 
 def _rest_block(stage: Stage, corpus: Corpus) -> tuple[int, int] | None:
@@ -719,8 +729,9 @@ def shard_steps(steps: Steps, cfg: PrepareConfig, layout: Layout, corpus: Corpus
         else:
             seconds[f"reorder {split}"] = reorder(steps, layout.reorderer, src, order, f"{stage.name} reorder {split}",
                                                   cfg.workers, cfg.reorder_shards, logs, cfg.verbose)
-        pieces(steps, src, tgt, order, corpus.spm_model, files.xlpos(split), files.pieces(split, s),
-               files.pieces(split, t), split, cfg.workers, logs, cfg.verbose, seconds)
+        seconds.update(pieces(steps, cfg, SplitPieces(split, src, tgt, order, files.xlpos(split),
+                                                      files.pieces(split, s), files.pieces(split, t)),
+                              corpus.spm_model, logs))
 
 
 def check_shards(cfg: PrepareConfig, layout: Layout, corpus: Corpus, count: int) -> None:
@@ -735,9 +746,9 @@ def check_shards(cfg: PrepareConfig, layout: Layout, corpus: Corpus, count: int)
 
 
 # settings that decide only steps after the reorderer (a change redoes them, see _record_config)
-LATER_SETTINGS = ("eval_splits", "spm_vocab", "spm_type", "spm_coverage", "data_bin")
+LATER_SETTINGS = ("eval_splits", "spm_vocab", "spm_type", "spm_coverage", "data_bin", "oracle_positions")
 # those that decide only steps after the shards': a merge may change them
-MERGE_SETTINGS = ("eval_splits", "data_bin")
+MERGE_SETTINGS = ("eval_splits", "data_bin", "oracle_positions")
 
 
 def _record_config(cfg: PrepareConfig, layout: Layout, may_change: Sequence[str] | None = None) -> None:
@@ -957,22 +968,65 @@ def evaluate_reordering(order: str, oracle: str, out: str, limit: int | None = N
         f.write("\n")
 
 
-def pieces(steps: Steps, src: str, tgt: str | None, order: str, spm_model: str, xlpos: str, src_pieces: str,
-           tgt_pieces: str | None, split: str, workers: int, logs: Path, verbose: bool, seconds: dict,
-           makes: tuple[Callable[[], object], Callable[[], object]] | None = None) -> None:
-    """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces.
-    `makes`: what makes each of the two steps in place of its command (the merge's concatenations)."""
+@dataclass(frozen=True)
+class SplitPieces:
+    """The files of one split's pieces steps: its words and orders in, its pieces and XL positions out."""
+    split: str
+    src: str
+    tgt: str
+    order: str
+    xlpos: str
+    src_pieces: str
+    tgt_pieces: str
+
+
+def pieces(steps: Steps, cfg: PrepareConfig, files: SplitPieces, spm_model: str, logs: Path,
+           makes: tuple[Callable[[], object], Callable[[], object]] | None = None) -> dict[str, float | None]:
+    """Source pieces with their XL positions (`positions` writes both, so they line up exactly) and target pieces;
+    the wall seconds of the two steps, by name. `makes`: what makes each of them in place of its command (the
+    merge's concatenations)."""
+    f = files
     position_make, encode_make = makes or (
-        lambda: run(prep_cmd("positions", "--src", src, "--order", order, "--spm", spm_model, "--out", xlpos,
-                             "--pieces-out", src_pieces, "--workers", str(workers)), logs / "positions.log",
-                    verbose=verbose),
-        lambda: run(prep_cmd("spm-encode", "--model", spm_model, "--input", tgt, "--output", tgt_pieces),
-                    logs / "spm.log", verbose=verbose))
-    seconds[f"positions {split}"] = steps.step(f"positions {split}", [xlpos, src_pieces], position_make,
-                                               inputs=[src, order, spm_model])
-    if tgt is not None and tgt_pieces is not None:
-        seconds[f"spm-encode {split}"] = steps.step(f"spm-encode {split}", [tgt_pieces], encode_make,
-                                                    inputs=[tgt, spm_model])
+        lambda: run(prep_cmd("positions", "--src", f.src, "--order", f.order, "--spm", spm_model, "--out", f.xlpos,
+                             "--pieces-out", f.src_pieces, "--workers", str(cfg.workers)), logs / "positions.log",
+                    verbose=cfg.verbose),
+        lambda: run(prep_cmd("spm-encode", "--model", spm_model, "--input", f.tgt, "--output", f.tgt_pieces),
+                    logs / "spm.log", verbose=cfg.verbose))
+    return {f"positions {f.split}": steps.step(f"positions {f.split}", [f.xlpos, f.src_pieces], position_make,
+                                               inputs=[f.src, f.order, spm_model]),
+            f"spm-encode {f.split}": steps.step(f"spm-encode {f.split}", [f.tgt_pieces], encode_make,
+                                                inputs=[f.tgt, spm_model])}
+
+
+def oracle_data_bin(steps: Steps, cfg: PrepareConfig, layout: Layout) -> float | None:
+    """Layout.oracle_data_bin: the data-bin's dictionaries and the tokens of cfg.oracle_positions' splits, linked,
+    with each split's XL positions made from its oracle ranks, which must cover every line (full_oracle, every line
+    aligned). Its wall seconds (Steps.step)."""
+    s, t = cfg.src, cfg.tgt
+    dest, splits = layout.oracle_data_bin(), cfg.oracle_positions
+    spm_model = layout.spm_prefix + ".model"
+    logs = Path(layout.logs)
+
+    def make() -> None:
+        tmp = dest + ".tmp"  # a killed run's is taken up where it stopped
+        os.makedirs(tmp, exist_ok=True)
+        for name in os.listdir(layout.data_bin):
+            if name.startswith("dict.") or (name.split(".")[0] in splits and ".xlpos." not in name):
+                link = os.path.join(tmp, name)
+                if not os.path.exists(link):
+                    os.symlink(os.path.realpath(os.path.join(layout.data_bin, name)), link)
+        for split in splits:
+            run(prep_cmd("positions", "--src", layout.path("tok", split, s), "--oracle", layout.path("oracle", split),
+                         "--spm", spm_model, "--out", layout.oracle_xlpos(split), "--workers", str(cfg.workers)),
+                logs / "positions.log", verbose=cfg.verbose)
+            run(prep_cmd("binarize", "--xlpos", layout.oracle_xlpos(split), "--data-bin", tmp, "--split", split,
+                         "--source-lang", s, "--target-lang", t, "--no-progress"),
+                logs / "preprocess.log", verbose=cfg.verbose)
+        os.replace(tmp, dest)
+
+    return steps.step("data-bin-oracle", [dest], make, settings={"splits": list(splits)},
+                      inputs=[layout.data_bin, spm_model, *(p for split in splits for p in (
+                          layout.path("tok", split, s), layout.path("oracle", split)))])
 
 
 def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, workers: int, log_path: Path,
