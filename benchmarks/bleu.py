@@ -17,11 +17,11 @@ from the word alignment to the data-bin is the package's pipeline (xlpos_prep.pi
 run as `xlpos-prep prepare`; docs/pipeline.md), in this benchmark's cache layout: align train+valid+test together
 (one alignment, made en-ja / en-de, serves both directions of a corpus) -> oracle ranks per split -> BTG reorderer
 -> orders of every split -> Kendall tau / FRS of the valid and test orders -> joint sentencepiece -> piece-level XL
-positions -> data-bin. Every step is skipped when it completed, so a rerun resumes. Then, what is specific to this
-experiment: the oracle-positions data-bin (xlpos_prep.derived_data), per system and seed fairseq-train with ONE
-fixed small configuration (bleu_runs.py; the training options are the recipes', xlpos_prep.train_options) and the
-same update budget, decoding valid and test (xlpos_prep.translate, as the recipes decode), scores, significance
-(bleu_evidence.py), the tables (bleu_report.py).
+positions -> data-bin, and the oracle-positions data-bin of train and valid. Every step is skipped when it
+completed, so a rerun resumes. Then, what is specific to this experiment: per system and seed fairseq-train with
+ONE fixed small configuration (bleu_runs.py; the training options are the recipes', xlpos_prep.train_options) and
+the same update budget, decoding valid and test (xlpos_prep.translate, as the recipes decode), scores,
+significance (bleu_evidence.py), the tables (bleu_report.py).
 
 Systems: vanilla (fairseq `--task translation --arch transformer`, same data-bin), input, head, rope
 (`--task translation_xlpos --arch transformer_xlpos --xl-integration X`, the plugin's other defaults).
