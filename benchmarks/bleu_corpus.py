@@ -292,7 +292,8 @@ def prepare_pair(spec: PairSpec, args: argparse.Namespace, extra_sets: list[tupl
         full_oracle=True, reorder_train_lines=args.reorder_lines, reorder_iterations=args.reorder_iterations,
         reorder_args=shlex.split(args.reorder_args), jackknife=args.jackknife,
         eval_splits=("valid", "test"), oracle_positions=("train", "valid"), spm_vocab=args.spm_vocab,
-        spm_type="unigram", seed=args.data_replica or 1), layout)
+        spm_type="unigram", seed=args.data_replica or 1), layout,
+        wait=True)  # several runs (a campaign's runs of one unit) start on one data cache: the first makes it
     times = Steps(root / "times.json")  # as prepare() left it
     corpus_info["align_seconds"] = prepared.seconds["align (train+valid+test)"]
     oracle_dir = root / "oracle"

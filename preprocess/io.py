@@ -545,11 +545,13 @@ def _lock_holder(path: str) -> str:
 
 
 @contextlib.contextmanager
-def directory_lock(directory: str | os.PathLike) -> Iterator[None]:
+def directory_lock(directory: str | os.PathLike, wait: bool = False) -> Iterator[None]:
     """Hold DIRECTORY/.xlpos.lock (an exclusive fcntl lock, made if needed) while the block runs: one run per work
     directory (prepare), save directory (train) or output directory (translate, step). A second run meets it with
-    one line naming the holder's pid. The lock goes with its process, so a killed run's file is simply taken
-    over; the file is removed when the block ends. Re-entrant within a process."""
+    one line naming the holder's pid, or, with `wait`, says whom it waits for and takes the lock when the holder
+    ends (runs that share a directory on purpose: a benchmark's runs of one data cache, whose steps the first run
+    makes and the others skip). The lock goes with its process, so a killed run's file is simply taken over; the
+    file is removed when the block ends. Re-entrant within a process."""
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, LOCK_NAME)
@@ -566,9 +568,12 @@ def directory_lock(directory: str | os.PathLike) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)
-            raise InputError(directory, None, f"in use by another run ({_lock_holder(path)}); wait for it to "
-                                              f"end, or stop it") from None
+            if not wait:
+                os.close(fd)
+                raise InputError(directory, None, f"in use by another run ({_lock_holder(path)}); wait for it to "
+                                                  f"end, or stop it") from None
+            log(f"{directory}: in use by another run ({_lock_holder(path)}); waiting for it to end")
+            fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:

@@ -402,15 +402,16 @@ def reorderer_settings(cfg: PrepareConfig) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ the pipeline
-def prepare(cfg: PrepareConfig, layout: Layout, stage: Stage = Stage()) -> Prepared:
+def prepare(cfg: PrepareConfig, layout: Layout, stage: Stage = Stage(), wait: bool = False) -> Prepared:
     """Run (or resume) every step for the tokenized splits at layout.tok, or the part of them `stage` says
     (preprocess/shards.py); see the module docstring. One run per work directory (the directory of layout.config)
-    at a time, and one per shard directory: a second one stops, naming the first's pid."""
+    at a time, and one per shard directory: a second one stops, naming the first's pid, or with `wait` waits for
+    it to end (io.directory_lock)."""
     if stage.kind == "shard":
         directory = layout.shard_files(stage.index, stage.count).root
     else:
         directory = os.path.dirname(os.path.abspath(layout.config))
-    with directory_lock(directory):
+    with directory_lock(directory, wait=wait):
         return _prepare(cfg, layout, stage)
 
 

@@ -1,3 +1,4 @@
+import os
 import pytest
 
 from xlpos_prep.io import InputError, Shard, atomic_output, read_tokens
@@ -39,3 +40,29 @@ def test_atomic_output_has_the_permissions_of_a_plain_file(tmp_path):
     with atomic_output(str(atomic)) as f:
         f.write("x")
     assert (atomic.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
+
+
+def test_a_waiting_lock_is_taken_when_its_holder_ends(tmp_path, capsys):
+    import subprocess
+    import sys
+    import time
+
+    from xlpos_prep.io import directory_lock
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom xlpos_prep.io import directory_lock\n"
+                               "with directory_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(1.5)",
+         str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        held_at = time.monotonic()
+        with pytest.raises(InputError, match=f"in use by another run \\(pid {holder.pid}"):
+            with directory_lock(tmp_path):
+                pass
+        with directory_lock(tmp_path, wait=True):
+            assert time.monotonic() - held_at >= 1.0  # taken only once the holder let it go (after 1.5 s)
+            assert (tmp_path / ".xlpos.lock").read_text().split()[0] == str(os.getpid())
+        assert "waiting for it to end" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
