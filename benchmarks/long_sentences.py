@@ -47,13 +47,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import reorderer_enja as enja  # noqa: E402  (prepare: alignment and oracles, cached in --work)
+from xlpos_prep.io import log  # noqa: E402
 
 LENGTHS = (10, 25, 50, 100, 150, 200, 250, 400, 1000, 4000, 16000)
 GROUPS = (8, 16, 32, 64, 128)  # Tanaka dev English: about 64, 128, 256, 512, 1024 words per joined input
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _status_kb(field: str) -> int:

@@ -48,6 +48,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 from process_tree import Sample, TreeSampler  # noqa: E402
+from xlpos_prep.io import log  # noqa: E402
 
 SRC, TGT = "en", "ja"
 HELD_LINES = 4_000          # the last Tanaka training lines: valid and test are joined from them, training pairs never
@@ -59,10 +60,6 @@ CORES = (2, 32)
 # Steps whose completion records are written inside another step's interval (the jackknife's folds run in
 # parallel within "jackknife reorderers"): left out of the per-step table, their time is their parent's.
 NESTED = re.compile(r"^jackknife fold \d+ ")
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------ corpora

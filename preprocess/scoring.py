@@ -15,8 +15,7 @@ import re
 import sys
 from typing import Sequence
 
-from .io import InputError, atomic_output, check_same_length, declare_files, int_option, read_lines
-from .text import write_lines
+from .io import InputError, atomic_output, check_same_length, declare_files, int_option, read_lines, write_lines
 
 
 def read_hypotheses(generate_output: str, expected: int) -> list[str]:

@@ -18,9 +18,8 @@ import os
 from typing import Any, Sequence
 
 from .io import (SEED, WORKERS, InputError, declare_files, float_option, int_option, read_lines,
-                 remove_stale_temporaries, writer_tag)
+                 remove_stale_temporaries, write_lines, writer_tag)
 from .subword import unk_rate_warning
-from .text import write_lines
 
 logger = logging.getLogger(__name__)
 
