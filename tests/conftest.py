@@ -7,6 +7,7 @@ left to right, then odd ones right to left), so the XL positions of every senten
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -14,10 +15,17 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# One intra-op thread for torch in the test processes too (the CLIs they start get it from subprocess_env): the
+# tests' tensors are tiny, and with the suite's two pytest-xdist workers on 2 cores a second thread per worker only
+# spins. Measured on a loaded 2-core machine: test_models' briefly trained model took 149 s of CPU with torch's
+# default of 2 threads, 20 s with 1. (Set before anything imports torch; an OMP_NUM_THREADS of the caller is kept.)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 PLUGIN_DIR = REPO / "xlpos"
 SPLIT_SIZES = {"train": 300, "valid": 40, "test": 20}
 VOCAB = [f"w{i}" for i in range(30)]
@@ -71,6 +79,24 @@ def run_cli(args: list[str], cwd: Path | None = None, stdin: str | None = None,
     return proc
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A directory that `build(root)` fills once per test run. Under pytest-xdist every worker is a session of its
+    own: the first worker to need it builds it, under a lock, in the directory the workers' temporary directories
+    share, and the others wait and reuse it (a failed build leaves nothing marked: the next one starts afresh)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root, done = base / f"once-{name}", base / f"once-{name}.done"
+    with open(base / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            build(root)
+            done.touch()
+    return root
+
+
 @dataclass(frozen=True)
 class TinyCorpus:
     raw_dir: Path
@@ -109,12 +135,9 @@ def write_corpus(raw_dir: Path, seed: int = 1234) -> None:
             (raw_dir / f"{split}.{kind}").write_text("\n".join(lines) + "\n")
 
 
-@pytest.fixture(scope="session")
-def tiny_corpus(tmp_path_factory) -> TinyCorpus:
-    """Raw files, fairseq-preprocess output (joined dictionary) and binarized XL positions of every split."""
+def build_tiny_corpus(root: Path) -> None:
     from xlpos.data.binarize import binarize_xl_positions
 
-    root = tmp_path_factory.mktemp("tiny_corpus")
     corpus = TinyCorpus(raw_dir=root / "raw", data_bin=root / "data-bin")
     write_corpus(corpus.raw_dir)
     args = [cli("fairseq-preprocess"), "--source-lang", corpus.source_lang, "--target-lang", corpus.target_lang,
@@ -125,7 +148,13 @@ def tiny_corpus(tmp_path_factory) -> TinyCorpus:
     for split in SPLIT_SIZES:
         binarize_xl_positions(str(corpus.raw(split, "xlpos")), str(corpus.data_bin), split, corpus.source_lang,
                               corpus.target_lang, progress=False)
-    return corpus
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> TinyCorpus:
+    """Raw files, fairseq-preprocess output (joined dictionary) and binarized XL positions of every split."""
+    root = built_once(tmp_path_factory, "tiny_corpus", build_tiny_corpus)
+    return TinyCorpus(raw_dir=root / "raw", data_bin=root / "data-bin")
 
 
 def tiny_model_args(corpus: TinyCorpus, save_dir: Path, max_update: int, tensorboard_dir: Path) -> list[str]:
@@ -158,13 +187,19 @@ class TrainedModel:
         return self.save_dir / "checkpoint_last.pt"
 
 
+TINY_MODEL_UPDATES = 6
+
+
 @pytest.fixture(scope="session")
 def trained_model(tiny_corpus, tmp_path_factory) -> TrainedModel:
     """A transformer_xlpos model trained for a few updates with the real fairseq-train CLI."""
-    root = tmp_path_factory.mktemp("trained")
-    save_dir, tensorboard_dir, updates = root / "checkpoints", root / "tensorboard", 6
-    proc = run_cli(tiny_model_args(tiny_corpus, save_dir, updates, tensorboard_dir))
-    return TrainedModel(tiny_corpus, save_dir, tensorboard_dir, updates, proc.stdout + proc.stderr)
+    def build(root: Path) -> None:
+        proc = run_cli(tiny_model_args(tiny_corpus, root / "checkpoints", TINY_MODEL_UPDATES, root / "tensorboard"))
+        (root / "fairseq-train.log").write_text(proc.stdout + proc.stderr)
+
+    root = built_once(tmp_path_factory, "trained_model", build)
+    return TrainedModel(tiny_corpus, root / "checkpoints", root / "tensorboard", TINY_MODEL_UPDATES,
+                        (root / "fairseq-train.log").read_text())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -208,30 +243,34 @@ def _ranks_of_order(order: list[int]) -> list[int]:
     return ranks
 
 
-@pytest.fixture(scope="session")
-def pipeline_corpus(tmp_path_factory) -> PipelineCorpus:
+def pipeline_corpus_at(root: Path) -> PipelineCorpus:
+    return PipelineCorpus(root, root / "raw", root / "pieces", root / "reorderer.model", root / "spm.model",
+                          root / "data-bin")
+
+
+def build_pipeline_corpus(root: Path) -> None:
     import sentencepiece
 
     from xlpos_prep.reorderer import Reorderer
     from xlpos_prep.subword import xl_positions_for_line
     from xlpos.data.binarize import binarize_xl_positions
 
-    root = tmp_path_factory.mktemp("pipeline_corpus")
-    raw, pieces_dir, data_bin = root / "raw", root / "pieces", root / "data-bin"
+    layout = pipeline_corpus_at(root)
+    raw, pieces_dir, data_bin = layout.raw_dir, layout.pieces_dir, layout.data_bin
     pieces_dir.mkdir()
     prep = cli("xlpos-prep")
     run_cli([prep, "synth", "--out-dir", str(raw), "--seed", "3", "--max-len", "14",
              *[a for split, n in PIPELINE_SPLIT_SIZES.items() for a in (f"--{split}", str(n))]])
     gold = [[int(x) for x in line.split()] for line in (raw / "train.gold-order").read_text().splitlines()]
     (raw / "train.oracle").write_text("".join(" ".join(map(str, _ranks_of_order(o))) + "\n" for o in gold))
-    reorderer_path = root / "reorderer.model"
+    reorderer_path = layout.reorderer
     run_cli([prep, "train-reorderer", "--src", str(raw / "train.src"), "--oracle", str(raw / "train.oracle"),
              "--model", str(reorderer_path), "--iterations", "2", "--hash-bits", "16"])
     sentencepiece.SentencePieceTrainer.train(
-        input=f"{raw / 'train.src'},{raw / 'train.tgt'}", model_prefix=str(root / "spm"), vocab_size=200,
-        model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
+        input=f"{raw / 'train.src'},{raw / 'train.tgt'}", model_prefix=str(layout.spm.with_suffix("")),
+        vocab_size=200, model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
         hard_vocab_limit=False, num_threads=1)
-    spm_path = root / "spm.model"
+    spm_path = layout.spm
     sp = sentencepiece.SentencePieceProcessor(model_file=str(spm_path))
     reorderer = Reorderer.load(str(reorderer_path))
     for split in PIPELINE_SPLIT_SIZES:
@@ -255,7 +294,11 @@ def pipeline_corpus(tmp_path_factory) -> PipelineCorpus:
              *[a for split in PIPELINE_SPLIT_SIZES for a in (f"--{split}pref", str(pieces_dir / split))]])
     for split in PIPELINE_SPLIT_SIZES:
         binarize_xl_positions(str(pieces_dir / f"{split}.xlpos"), str(data_bin), split, "src", "tgt", progress=False)
-    return PipelineCorpus(root, raw, pieces_dir, reorderer_path, spm_path, data_bin)
+
+
+@pytest.fixture(scope="session")
+def pipeline_corpus(tmp_path_factory) -> PipelineCorpus:
+    return pipeline_corpus_at(built_once(tmp_path_factory, "pipeline_corpus", build_pipeline_corpus))
 
 
 @dataclass(frozen=True)
@@ -273,13 +316,21 @@ class PipelineModel:
 def pipeline_model(pipeline_corpus, tmp_path_factory) -> PipelineModel:
     """transformer_xlpos (InXL) trained with --xl-reorderer/--xl-spm on the pipeline corpus. The model files are
     given from a directory that is deleted after training: everything inference needs must be in the checkpoint."""
-    root = tmp_path_factory.mktemp("pipeline_model")
-    given = root / "training-time-files"
-    given.mkdir()
-    shutil.copy(pipeline_corpus.reorderer, given / "reorderer.model")
-    shutil.copy(pipeline_corpus.spm, given / "spm.model")
-    save_dir = root / "checkpoints"
-    proc = run_cli([
+    def build(root: Path) -> None:
+        given = root / "training-time-files"
+        given.mkdir()
+        shutil.copy(pipeline_corpus.reorderer, given / "reorderer.model")
+        shutil.copy(pipeline_corpus.spm, given / "spm.model")
+        proc = run_cli(pipeline_model_args(pipeline_corpus, given, root / "checkpoints"), timeout=300)
+        shutil.rmtree(given)
+        (root / "fairseq-train.log").write_text(proc.stdout + proc.stderr)
+
+    root = built_once(tmp_path_factory, "pipeline_model", build)
+    return PipelineModel(pipeline_corpus, root / "checkpoints", (root / "fairseq-train.log").read_text())
+
+
+def pipeline_model_args(pipeline_corpus: PipelineCorpus, given: Path, save_dir: Path) -> list[str]:
+    return [
         cli("fairseq-train"), str(pipeline_corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
         "--task", "translation_xlpos", "--arch", "transformer_xlpos", "--xl-integration", "input",
         "--xl-reorderer", str(given / "reorderer.model"), "--xl-spm", str(given / "spm.model"),
@@ -289,9 +340,7 @@ def pipeline_model(pipeline_corpus, tmp_path_factory) -> PipelineModel:
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1000", "--max-update", "80",
         "--cpu", "--seed", "1", "--no-progress-bar", "--log-interval", "5", "--no-epoch-checkpoints",
-        *NO_PREFETCH_THREAD, "--save-dir", str(save_dir)], timeout=300)
-    shutil.rmtree(given)
-    return PipelineModel(pipeline_corpus, save_dir, proc.stdout + proc.stderr)
+        *NO_PREFETCH_THREAD, "--save-dir", str(save_dir)]
 
 
 # Raw input that must never stop fairseq-interactive: each line gets a translation or a clear message.
@@ -319,9 +368,39 @@ class InteractiveRun:
 
 
 @pytest.fixture(scope="session")
-def hostile_interactive(pipeline_model) -> InteractiveRun:
+def hostile_interactive(pipeline_model, tmp_path_factory) -> InteractiveRun:
     """fairseq-interactive on HOSTILE_LINES with the pipeline model (exit code 0 is checked by run_cli)."""
-    proc = run_cli([cli("fairseq-interactive"), str(pipeline_model.corpus.data_bin), "--user-dir", str(PLUGIN_DIR),
-                    "--task", "translation_xlpos", "--path", str(pipeline_model.checkpoint), *HOSTILE_DECODE],
-                   stdin="".join(line + "\n" for line in HOSTILE_LINES), timeout=300)
-    return InteractiveRun(list(HOSTILE_LINES), proc.stdout, proc.stdout + proc.stderr)
+    def build(root: Path) -> None:
+        proc = run_cli([cli("fairseq-interactive"), str(pipeline_model.corpus.data_bin), "--user-dir",
+                        str(PLUGIN_DIR), "--task", "translation_xlpos", "--path", str(pipeline_model.checkpoint),
+                        *HOSTILE_DECODE], stdin="".join(line + "\n" for line in HOSTILE_LINES), timeout=300)
+        (root / "stdout").write_text(proc.stdout, encoding="utf-8")
+        (root / "stderr").write_text(proc.stderr, encoding="utf-8")
+
+    root = built_once(tmp_path_factory, "hostile_interactive", build)
+    stdout, stderr = ((root / name).read_text(encoding="utf-8") for name in ("stdout", "stderr"))
+    return InteractiveRun(list(HOSTILE_LINES), stdout, stdout + stderr)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Order: the longest tests first. pytest.ini runs the suite on 2 pytest-xdist workers with work stealing: a long test
+# that starts last keeps one worker busy while the other has nothing left, so these start first (the rest keep
+# their order). CPU seconds measured on a loaded 2-core machine: the kill-and-resume test ~210, the recipes' data
+# ~75 (12 tests), the jackknife's prepare ~40, test_models' three briefly trained models, the 2-process training
+# runs, the model shared by test_hub and test_interactive ~50 (built by whichever test needs it first).
+SLOW_FIRST = (
+    "test_kill_resume.py::test_quickstart_killed_in_every_step_resumes_to_the_uninterrupted_result",
+    "test_jackknife.py::test_prepare_jackknifes_the_reorderers_training_lines_and_resumes_fold_by_fold",
+    "test_recipe_data.py",
+    "test_models.py::test_beam_search_batched_equals_one_sentence_at_a_time",
+    "test_distributed.py",
+    "test_hub.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        name = item.nodeid.rsplit("/", 1)[-1]
+        return next((k for k, prefix in enumerate(SLOW_FIRST) if name.startswith(prefix)), len(SLOW_FIRST))
+
+    items[:] = sorted(items, key=rank)  # stable: the order within each rank is pytest's
