@@ -41,6 +41,8 @@ SETTINGS = {
     "REORDER_ITERATIONS": "8", "SPM_VOCAB": "300", "WORKERS": "2", "MAX_TOKENS": "2000", "WARMUP": "10",
     "GEN_MAX_TOKENS": "4000", "AVG_LAST": "1", "ARCH_ARGS": TINY_ARCH, "GEN_ARGS": "--max-len-a 1 --max-len-b 5",
     "REORDER_ARGS": "--hash-bits 18",  # a 300-sentence corpus needs no 2**22 rows (~800 MB to allocate and save)
+    # one reorderer, not the jackknife's default K = 3 more: that its folds resume one by one is test_jackknife.py's
+    "JACKKNIFE": "1",
 }
 
 def fairseq_logged(log: Path, module: str) -> bool:
