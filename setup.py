@@ -35,8 +35,9 @@ setup(
         "eflomal>=2,<3",
     ],
     extras_require={
-        # The test suite runs every recipe step, Japanese and Chinese segmentation included.
-        "test": ["pytest", "pytest-timeout", "fugashi[unidic-lite]", "jieba"],
+        # The test suite runs every recipe step, Japanese and Chinese segmentation included; pytest-xdist runs it
+        # on 2 processes (pytest.ini).
+        "test": ["pytest", "pytest-timeout", "pytest-xdist>=3.2", "fugashi[unidic-lite]", "jieba"],
         # Japanese and Chinese word segmentation for recipes/wat17_ja_en.sh and recipes/wmt17_zh_en.sh; both
         # bundle their dictionaries, so they work offline once installed.
         "recipes": ["fugashi[unidic-lite]", "jieba"],
