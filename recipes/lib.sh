@@ -217,13 +217,6 @@ xl_defaults() {
   "${PYTHON:-python}" -c 'import sys; from xlpos_prep.systems import recipe_systems_problem as p
 sys.exit(p(sys.argv[1:]))' $SYSTEMS || exit 1
   XL_DATABIN=$WORK/data-bin
-  XL_CUDA=$("${PYTHON:-python}" -c 'import torch; print(int(torch.cuda.is_available()))')
-  if [ "$XL_CUDA" = 1 ]; then
-    XL_DEVICE_ARGS=()
-    [ "$FP16" = 1 ] && XL_DEVICE_ARGS=(--fp16)
-  else
-    XL_DEVICE_ARGS=(--cpu)
-  fi
   xl_private_tmp
   command -v fairseq-train >/dev/null || xl_die "fairseq-train not found: install xlpos first (pip install -e .)"
   mkdir -p "$WORK"
@@ -257,6 +250,7 @@ xl_prepare() {
 xl_train() {
   local system=$1 own=${1^^} options=() save_args=(--keep-last-epochs "$AVG_LAST") show=()
   own=${own//-/_}_ARGS
+  xl_device
   xl_pass options --max-update MAX_UPDATE --max-tokens MAX_TOKENS --update-freq UPDATE_FREQ --lr LR \
     --warmup-updates WARMUP --dropout DROPOUT --weight-decay WEIGHT_DECAY
   if [ "$SAVE_INTERVAL_UPDATES" -gt 0 ]; then
@@ -270,6 +264,19 @@ xl_train() {
     --xl-args "$(printf '%q ' --xl-reorderer "$WORK/reorder/reorderer.model" --xl-spm "$WORK/spm/spm.model") \
 $XL_INFERENCE_ARGS $XL_ARGS ${!own:-}" -- $ARCH_ARGS "${save_args[@]}" --seed "$SEED" --log-format simple \
     --log-interval 50 --no-progress-bar "${XL_DEVICE_ARGS[@]}" $TRAIN_ARGS || exit 1
+}
+
+# xl_device: XL_DEVICE_ARGS, fairseq's device options (--cpu without CUDA; --fp16 with CUDA and FP16=1), decided
+# when training or decoding first needs them: asking torch costs seconds that the data steps need not pay.
+xl_device() {
+  [ -n "${XL_DEVICE_DECIDED:-}" ] && return 0
+  if [ "$("${PYTHON:-python}" -c 'import torch; print(int(torch.cuda.is_available()))')" = 1 ]; then
+    XL_DEVICE_ARGS=()
+    [ "$FP16" = 1 ] && XL_DEVICE_ARGS=(--fp16)
+  else
+    XL_DEVICE_ARGS=(--cpu)
+  fi
+  XL_DEVICE_DECIDED=1
 }
 
 # xl_checkpoint SYSTEM: the checkpoint to decode with (averaged when AVG_LAST > 1). Sets XL_CHECKPOINT.
@@ -290,6 +297,7 @@ checkpoints of $save; train for more updates or set AVG_LAST=1 to decode with ch
 # xl_translate SYSTEM: translate the test set -> $WORK/out/SYSTEM/test.words (spm-decoded, word-tokenized).
 xl_translate() {
   local system=$1
+  xl_device
   xl_checkpoint "$system"
   # shellcheck disable=SC2086
   xlpos-prep translate --data-bin "$XL_DATABIN" --path "$XL_CHECKPOINT" --source-lang "$SRC" --target-lang "$TGT" \
