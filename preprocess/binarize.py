@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 from tqdm import tqdm
 
-from .io import InputError, declare_files, read_lines, remove_stale_temporaries, writer_tag
+from .io import InputError, count_lines, declare_files, iter_lines, remove_stale_temporaries, writer_tag
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +115,11 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
 
     source_prefix, source_sizes = _source_sizes(data_bin, split, source_lang, target_lang)
     source_name = source_prefix + ".bin"
-    lines = read_lines(xlpos_path)
-    if len(lines) < len(source_sizes):
-        raise InputError(xlpos_path, len(lines) + 1, f"file ends after {len(lines)} lines but {source_name} has "
-                                                     f"{len(source_sizes)} sentences")
-    if len(lines) > len(source_sizes):
+    n_lines = count_lines(xlpos_path)  # the lines themselves are streamed below: a corpus is never held
+    if n_lines < len(source_sizes):
+        raise InputError(xlpos_path, n_lines + 1, f"file ends after {n_lines} lines but {source_name} has "
+                                                  f"{len(source_sizes)} sentences")
+    if n_lines > len(source_sizes):
         raise InputError(xlpos_path, len(source_sizes) + 1, f"extra line: {source_name} has only "
                                                             f"{len(source_sizes)} sentences")
     max_position = int(source_sizes.max()) - 1 if len(source_sizes) else 0
@@ -137,8 +137,9 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
         builder = MMapIndexedDatasetBuilder(temps[0], dtype=dtype)
         total = 0
         for line_no, (line, size) in enumerate(
-                tqdm(zip(lines, source_sizes), total=len(lines), desc=f"binarize {os.path.basename(xlpos_path)}",
-                     unit=" sent", file=sys.stderr, disable=not progress), 1):
+                tqdm(zip(iter_lines(xlpos_path), source_sizes), total=n_lines,
+                     desc=f"binarize {os.path.basename(xlpos_path)}", unit=" sent", file=sys.stderr,
+                     disable=not progress), 1):
             positions = parse_positions(line, xlpos_path, line_no, int(size) - 1)
             builder.add_item(torch.from_numpy(positions))
             total += len(positions)
@@ -153,7 +154,7 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         raise
-    summary = BinarizeSummary(prefix, len(lines), total, np.dtype(dtype).name)
+    summary = BinarizeSummary(prefix, n_lines, total, np.dtype(dtype).name)
     logger.info("wrote %s.{bin,idx}: %d sentences, %d positions, dtype %s", prefix, summary.sentences,
                 summary.positions, summary.dtype)
     return summary

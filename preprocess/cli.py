@@ -10,7 +10,7 @@ import importlib
 import logging
 import sys
 
-from .io import OneLineParser, run_command
+from .io import OneLineParser, run_cli
 
 # name -> (module, one-line help). Each module defines `configure_<name with _>(parser)`, which adds the
 # arguments and sets `parser.set_defaults(run=callable(args) -> int|None)`.
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return run_command(f"xlpos-prep {args.command}", args, args.run, subparsers.choices[args.command])
+    return run_cli(f"xlpos-prep {args.command}", args, args.run, subparsers.choices[args.command])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import ctypes
 import fcntl
 import fnmatch
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -59,6 +60,17 @@ def iter_lines(path: str) -> Iterator[str]:
                 raise InputError(path, i, f"not valid UTF-8 ({e.reason})") from None
 
 
+def count_lines(path: str | os.PathLike) -> int:
+    """The number of lines iter_lines yields, counted in bytes without decoding: the cheap first pass of the
+    steps that stream a corpus (a shard's bounds, parallel files' line counts) instead of holding it."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")  # a last line without its newline
+
+
 def read_lines(path: str) -> list[str]:
     """All lines of a UTF-8 text file without their newline; a decoding error names the line."""
     return list(iter_lines(path))
@@ -91,19 +103,33 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def read_tokens(path: str, allow_empty: bool = False, max_len: int | None = None) -> list[list[str]]:
-    """Space-tokenized sentences; empty lines (unless allowed) and over-long lines are errors."""
-    sents = []
-    for i, line in enumerate(read_lines(path), 1):
+def iter_tokens(path: str, allow_empty: bool = False, max_len: int | None = None, start: int = 0,
+                end: int | None = None) -> Iterator[list[str]]:
+    """Space-tokenized sentences of lines start+1..end (all by default), one at a time; empty lines (unless
+    allowed) and over-long lines are errors naming the line."""
+    for i, line in enumerate(itertools.islice(iter_lines(path), start, end), start + 1):
         toks = line.split()
         if not toks and not allow_empty:
             raise InputError(path, i, "empty sentence")
         if max_len is not None and len(toks) > max_len:
             raise InputError(path, i, f"sentence of {len(toks)} tokens is longer than the limit {max_len}")
-        sents.append(toks)
+        yield toks
+
+
+def read_tokens(path: str, allow_empty: bool = False, max_len: int | None = None) -> list[list[str]]:
+    """Space-tokenized sentences (iter_tokens, held); an empty file is an error."""
+    sents = list(iter_tokens(path, allow_empty, max_len))
     if not sents:
         raise InputError(path, None, "file is empty")
     return sents
+
+
+def count_sentences(path: str) -> int:
+    """count_lines of a file of sentences, which must have one."""
+    n = count_lines(path)
+    if not n:
+        raise InputError(path, None, "file is empty")
+    return n
 
 
 def check_same_length(path_a: str, n_a: int, path_b: str, n_b: int) -> None:
@@ -761,7 +787,7 @@ def describe_os_error(e: OSError) -> str:
     return what
 
 
-def run_command(prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], Any],
+def run_cli(prog: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], Any],
                 parser: argparse.ArgumentParser | None = None) -> int:
     """Check the numeric options of `parser` and the declared files of `args`, then run; every expected failure
     becomes one line `PROG: error: FILE[:LINE]: what` and a non-zero status (130 when interrupted), never a
@@ -807,7 +833,7 @@ def _bounds_text(lo: float | None, hi: float | None, lo_open: bool) -> str:
 
 
 def int_option(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
-    """argparse type: an integer; its range [lo, hi] is checked by run_command, with the option named."""
+    """argparse type: an integer; its range [lo, hi] is checked by run_cli, with the option named."""
     def parse(text: str) -> int:
         try:
             return int(text.strip())
@@ -819,7 +845,7 @@ def int_option(lo: int | None = None, hi: int | None = None) -> Callable[[str], 
 
 
 def float_option(lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> Callable[[str], float]:
-    """argparse type: a number; run_command checks that it is finite and in [lo, hi] ((lo, hi] with lo_open)."""
+    """argparse type: a number; run_cli checks that it is finite and in [lo, hi] ((lo, hi] with lo_open)."""
     def parse(text: str) -> float:
         try:
             return float(text)

@@ -31,12 +31,13 @@ The definition follows lader's `CombinedAlign` (null handler + COMBINE_BLOCKS, l
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import re
 from dataclasses import dataclass
 
-from .io import (WORKERS, InputError, Shard, atomic_output, check_same_length, declare_files, read_lines,
-                 read_tokens, shard_option)
+from .io import (WORKERS, InputError, Shard, atomic_output, check_same_length, count_lines, count_sentences,
+                 declare_files, iter_lines, iter_tokens, read_lines, shard_option)
 from .parallel import map_in_order
 
 logger = logging.getLogger(__name__)
@@ -163,19 +164,24 @@ def read_oracle(path: str, lengths: list[int] | None = None, lengths_from: str =
     lines = read_lines(path)
     if lengths is not None:
         check_same_length(lengths_from, len(lengths), path, len(lines))
-    all_ranks = []
-    for lineno, line in enumerate(lines, 1):
-        try:
-            ranks = [int(x) for x in line.split()]
-        except ValueError:
-            raise InputError(path, lineno, "ranks must be space-separated integers") from None
-        if ranks and (min(ranks) < 0 or len(set(ranks)) != max(ranks) + 1):
-            raise InputError(path, lineno, "ranks must be dense: every rank in 0..max used at least once")
-        if lengths is not None and len(ranks) != lengths[lineno - 1]:
-            raise InputError(path, lineno, f"{len(ranks)} ranks for a source sentence of "
-                                           f"{lengths[lineno - 1]} words ({lengths_from}:{lineno})")
-        all_ranks.append(ranks)
-    return all_ranks
+    return [parse_ranks_line(line, path, lineno, None if lengths is None else lengths[lineno - 1], lengths_from)
+            for lineno, line in enumerate(lines, 1)]
+
+
+def parse_ranks_line(line: str, path: str, lineno: int, n: int | None = None,
+                     lengths_from: str = "the source") -> list[int]:
+    """One line of read_oracle's file (line `lineno` of `path`); with `n`, it must hold n ranks (the words of
+    line `lineno` of `lengths_from`)."""
+    try:
+        ranks = [int(x) for x in line.split()]
+    except ValueError:
+        raise InputError(path, lineno, "ranks must be space-separated integers") from None
+    if ranks and (min(ranks) < 0 or len(set(ranks)) != max(ranks) + 1):
+        raise InputError(path, lineno, "ranks must be dense: every rank in 0..max used at least once")
+    if n is not None and len(ranks) != n:
+        raise InputError(path, lineno, f"{len(ranks)} ranks for a source sentence of {n} words "
+                                       f"({lengths_from}:{lineno})")
+    return ranks
 
 
 @dataclass(frozen=True)
@@ -201,16 +207,16 @@ def _oracle_job(job: _OracleJob) -> tuple[list[int], int, int]:
 
 
 def run_oracle(args: argparse.Namespace) -> int:
-    sources = read_tokens(args.src)
-    align_lines = read_lines(args.align)
-    check_same_length(args.src, len(sources), args.align, len(align_lines))
-    targets = None
-    if args.tgt is not None:
-        targets = read_tokens(args.tgt)
-        check_same_length(args.src, len(sources), args.tgt, len(targets))
-    start, end = Shard.parse(args.shard).bounds(len(sources))
-    jobs = (_OracleJob(k + 1, len(sources[k]), None if targets is None else len(targets[k]), align_lines[k])
-            for k in range(start, end))
+    # Streamed, never held: the line counts first, then the shard's lines of the three files side by side.
+    n = count_sentences(args.src)
+    for other in (args.align, args.tgt):
+        if other is not None:
+            check_same_length(args.src, n, other, count_lines(other))
+    start, end = Shard.parse(args.shard).bounds(n)
+    sources = iter_tokens(args.src, start=start, end=end)
+    targets = (iter_tokens(args.tgt, start=start, end=end) if args.tgt is not None else itertools.repeat(None))
+    jobs = (_OracleJob(k, len(src), None if tgt is None else len(tgt), line) for k, (src, tgt, line)
+            in enumerate(zip(sources, targets, itertools.islice(iter_lines(args.align), start, end)), start + 1))
     n_words = n_links = n_aligned = n_unlinked_sents = n_ranks = 0
     with atomic_output(args.out) as out:
         for ranks, links, aligned in map_in_order(_oracle_job, jobs, workers=args.workers, total=end - start,

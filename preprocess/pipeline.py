@@ -34,12 +34,12 @@ import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .io import (SEED, WORKERS, ExternalToolError, InputError, Shard, atomic_output, check_same_length, check_step,
-                 command_record, declare_files, directory_lock, finish_step, float_option, input_identities,
-                 int_option, iter_lines, log, path_identity, read_lines, run_child, shard_option, start_step, step_done,
-                 write_lines)
+                 command_record, count_lines, declare_files, directory_lock, finish_step, float_option,
+                 input_identities, int_option, iter_lines, log, path_identity, run_child, shard_option, start_step,
+                 step_done, write_lines)
 from .shards import Joiner, ShardFiles, Stage, concatenate, refuse_shard, write_block
 
 SPLITS = ("train", "valid", "test")
@@ -58,11 +58,6 @@ def default_attach_null(src: str) -> str:
     a Japanese source (head-final: particles follow the word they belong to), else to the right one (lader's
     default). The one place this default is decided."""
     return ATTACH_NULL_BY_SOURCE.get(src, "right")
-
-
-def count_lines(path: str | os.PathLike) -> int:
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
 
 
 # ------------------------------------------------------------------------------------------------ steps
@@ -155,8 +150,9 @@ class RequiredSteps(Steps):
         return self.times.get(name)
 
 
-def run(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike, stdout_path: str | os.PathLike | None = None,
-        verbose: bool = False, cpu_seconds: list[float] | None = None) -> None:
+def run_logged(cmd: Sequence[str | os.PathLike], log_path: str | os.PathLike,
+               stdout_path: str | os.PathLike | None = None, verbose: bool = False,
+               cpu_seconds: list[float] | None = None) -> None:
     """Run one command of a step, with its output appended to `log_path` (with `verbose`, also shown) and its
     stdout written to `stdout_path` atomically when given. A failure shows the end of the log and raises
     StepFailed, so that the step is not marked complete. `cpu_seconds`: see io.run_child (not with verbose)."""
@@ -201,8 +197,9 @@ def prep_cmd(*args: str | os.PathLike) -> list[str]:
     return [sys.executable, "-m", f"{__package__}.cli", *map(os.fspath, args)]
 
 
-def head_lines(path: str | os.PathLike, n: int) -> list[str]:
-    return read_lines(os.fspath(path))[:n]
+def head_lines(path: str | os.PathLike, n: int, start: int = 0) -> Iterator[str]:
+    """Lines start+1..start+n of a file, streamed."""
+    return itertools.islice(iter_lines(os.fspath(path)), start, start + n)
 
 
 # ------------------------------------------------------------------------------------------------ configuration
@@ -244,6 +241,9 @@ class PrepareConfig:
             missing = [s for s in splits if s not in self.align_splits]
             if missing:
                 raise ValueError(f"{what} of {', '.join(missing)} need its alignment: add it to align_splits")
+        if "train" in self.oracle_positions and not (self.full_oracle and self.align_lines == 0):
+            raise ValueError("oracle positions of train need oracle ranks of every training line: set full_oracle "
+                             "and align every line (align_lines 0)")
         for name in ("workers", "reorder_shards", "jackknife"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
@@ -469,9 +469,9 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         for lang in (a0, a1):
             write_lines(layout.path("align_input", lang=lang),
                         (line for x in cfg.align_splits for line in head_lines(tok[x, lang], counts[x])))
-        run(prep_cmd("align", "--src", layout.path("align_input", lang=a0), "--tgt",
-                     layout.path("align_input", lang=a1), "--out", layout.align_all, "--seed", str(cfg.seed)),
-            logs / "align.log", verbose=cfg.verbose)
+        run_logged(prep_cmd("align", "--src", layout.path("align_input", lang=a0), "--tgt",
+                            layout.path("align_input", lang=a1), "--out", layout.align_all, "--seed", str(cfg.seed)),
+                   logs / "align.log", verbose=cfg.verbose)
 
     seconds[align_name] = align_steps.step(
         align_name, [layout.align_all], make_alignment,
@@ -490,9 +490,9 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         start += counts[split]
 
         def make_split_alignment(split=split, first=first) -> None:
-            links = read_lines(layout.align_all)[first:first + covered[split]]
+            links = head_lines(layout.align_all, covered[split], first)
             if cfg.align_reversed:
-                links = [" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links]
+                links = (" ".join(f"{j}-{i}" for i, j in (x.split("-") for x in line.split())) for line in links)
             write_lines(layout.path("alignment", split), links)
 
         seconds[f"alignment {split}"] = once.step(
@@ -508,9 +508,9 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         oracle = layout.path("oracle", split)
 
         def make_oracle(src=src, split=split, oracle=oracle) -> None:
-            run(prep_cmd("oracle", "--src", src, "--align", layout.path("alignment", split), "--out", oracle,
-                         "--attach-null", cfg.attach_null, "--workers", str(cfg.workers)),
-                logs / "oracle.log", verbose=cfg.verbose)
+            run_logged(prep_cmd("oracle", "--src", src, "--align", layout.path("alignment", split), "--out", oracle,
+                                "--attach-null", cfg.attach_null, "--workers", str(cfg.workers)),
+                       logs / "oracle.log", verbose=cfg.verbose)
 
         seconds[f"oracle {split}"] = once.step(f"oracle {split}", [oracle], make_oracle,
                                                inputs=[src, layout.path("alignment", split)],
@@ -547,10 +547,10 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
     def train_spm() -> None:
         seconds["spm-train"] = once.step("spm-train", [spm_model], lambda: (
             log(f"sentencepiece: joint {cfg.spm_type} model, vocabulary {cfg.spm_vocab}"),
-            run(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix",
-                         layout.spm_prefix, "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type,
-                         "--character-coverage", str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed",
-                         str(cfg.seed)), logs / "spm.log", verbose=cfg.verbose)),
+            run_logged(prep_cmd("spm-train", "--input", tok["train", s], tok["train", t], "--model-prefix",
+                                layout.spm_prefix, "--vocab-size", str(cfg.spm_vocab), "--model-type", cfg.spm_type,
+                                "--character-coverage", str(cfg.spm_coverage), "--threads", str(cfg.workers), "--seed",
+                                str(cfg.seed)), logs / "spm.log", verbose=cfg.verbose)),
             inputs=[tok["train", s], tok["train", t]],
             settings={"vocab": cfg.spm_vocab, "type": cfg.spm_type, "coverage": cfg.spm_coverage, "seed": cfg.seed})
 
@@ -811,9 +811,8 @@ def reorder(steps: Steps, model: str, src: str, out: str, name: str, workers: in
     so a killed run redoes only unfinished shards), concatenated in order."""
     log_path = logs / "reorder.log" if logs else None
     if shards <= 1 or step_done([out], [model, src]):
-        return steps.step(name, [out], lambda: run(prep_cmd("reorder", "--model", model, "--src", src, "--out", out,
-                                                            "--workers", str(workers)), log_path, verbose=verbose),
-                          inputs=[model, src])
+        command = prep_cmd("reorder", "--model", model, "--src", src, "--out", out, "--workers", str(workers))
+        return steps.step(name, [out], lambda: run_logged(command, log_path, verbose=verbose), inputs=[model, src])
 
     def make() -> None:
         per_shard = -(-workers // shards)
@@ -850,12 +849,12 @@ def train_reorderer(cfg: PrepareConfig, src: str, oracle: str, model: str, log_p
     resume = os.path.exists(model + ".snapshot")
     if resume:
         log(f"train-reorderer: resuming the snapshot of {model}")
-    run(prep_cmd("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, "--seed", str(cfg.seed),
-                 "--src-lang", cfg.src,
-                 *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
-                 *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
-                 *(["--resume"] if resume else [])),
-        log_path, verbose=cfg.verbose)
+    run_logged(prep_cmd("train-reorderer", "--src", src, "--oracle", oracle, "--model", model, "--seed", str(cfg.seed),
+                        "--src-lang", cfg.src,
+                        *(["--iterations", str(cfg.reorder_iterations)] if cfg.reorder_iterations else []),
+                        *(["--loss", cfg.reorder_loss] if cfg.reorder_loss else []), *cfg.reorder_args,
+                        *(["--resume"] if resume else [])),
+               log_path, verbose=cfg.verbose)
 
 
 def write_folds(src: str, oracle: str, n_lines: int, folds: int, path: Callable[[int, str], str]) -> None:
@@ -925,8 +924,8 @@ def jackknife_folds(steps: Steps, cfg: PrepareConfig, layout: Layout, src: str, 
                         before)
         start_step([orders[k]])
         before = input_identities([model, fold(k, "held.src")])
-        run(prep_cmd("reorder", "--model", model, "--src", fold(k, "held.src"), "--out", orders[k], "--workers",
-                     str(max(1, cfg.workers // min(cfg.workers, folds)))), log_path, verbose=cfg.verbose)
+        run_logged(prep_cmd("reorder", "--model", model, "--src", fold(k, "held.src"), "--out", orders[k], "--workers",
+                            str(max(1, cfg.workers // min(cfg.workers, folds)))), log_path, verbose=cfg.verbose)
         finish_step([orders[k]], f"jackknife fold {k + 1} reorder", [model, fold(k, "held.src")], None, before)
         log(f"jackknife: fold {k + 1} of {folds} reordered")
 
@@ -988,11 +987,11 @@ def pieces(steps: Steps, cfg: PrepareConfig, files: SplitPieces, spm_model: str,
     merge's concatenations)."""
     f = files
     position_make, encode_make = makes or (
-        lambda: run(prep_cmd("positions", "--src", f.src, "--order", f.order, "--spm", spm_model, "--out", f.xlpos,
-                             "--pieces-out", f.src_pieces, "--workers", str(cfg.workers)), logs / "positions.log",
-                    verbose=cfg.verbose),
-        lambda: run(prep_cmd("spm-encode", "--model", spm_model, "--input", f.tgt, "--output", f.tgt_pieces),
-                    logs / "spm.log", verbose=cfg.verbose))
+        lambda: run_logged(prep_cmd("positions", "--src", f.src, "--order", f.order, "--spm", spm_model,
+                                    "--out", f.xlpos, "--pieces-out", f.src_pieces, "--workers", str(cfg.workers)),
+                           logs / "positions.log", verbose=cfg.verbose),
+        lambda: run_logged(prep_cmd("spm-encode", "--model", spm_model, "--input", f.tgt, "--output", f.tgt_pieces),
+                           logs / "spm.log", verbose=cfg.verbose))
     return {f"positions {f.split}": steps.step(f"positions {f.split}", [f.xlpos, f.src_pieces], position_make,
                                                inputs=[f.src, f.order, spm_model]),
             f"spm-encode {f.split}": steps.step(f"spm-encode {f.split}", [f.tgt_pieces], encode_make,
@@ -1017,12 +1016,13 @@ def oracle_data_bin(steps: Steps, cfg: PrepareConfig, layout: Layout) -> float |
                 if not os.path.exists(link):
                     os.symlink(os.path.realpath(os.path.join(layout.data_bin, name)), link)
         for split in splits:
-            run(prep_cmd("positions", "--src", layout.path("tok", split, s), "--oracle", layout.path("oracle", split),
-                         "--spm", spm_model, "--out", layout.oracle_xlpos(split), "--workers", str(cfg.workers)),
-                logs / "positions.log", verbose=cfg.verbose)
-            run(prep_cmd("binarize", "--xlpos", layout.oracle_xlpos(split), "--data-bin", tmp, "--split", split,
-                         "--source-lang", s, "--target-lang", t, "--no-progress"),
-                logs / "preprocess.log", verbose=cfg.verbose)
+            run_logged(prep_cmd("positions", "--src", layout.path("tok", split, s),
+                                "--oracle", layout.path("oracle", split), "--spm", spm_model,
+                                "--out", layout.oracle_xlpos(split), "--workers", str(cfg.workers)),
+                       logs / "positions.log", verbose=cfg.verbose)
+            run_logged(prep_cmd("binarize", "--xlpos", layout.oracle_xlpos(split), "--data-bin", tmp, "--split", split,
+                                "--source-lang", s, "--target-lang", t, "--no-progress"),
+                       logs / "preprocess.log", verbose=cfg.verbose)
         os.replace(tmp, dest)
 
     return steps.step("data-bin-oracle", [dest], make, settings={"splits": list(splits)},
@@ -1042,11 +1042,11 @@ def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, wo
     args += (["--srcdict", f"{dicts}/dict.{src}.txt", "--tgtdict", f"{dicts}/dict.{tgt}.txt"] if dicts
              else ["--joined-dictionary"])
     log(f"fairseq-preprocess -> {dest}")
-    run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt, *args,
-         "--destdir", tmp, "--workers", str(workers)], log_path, verbose=verbose)
+    run_logged([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt, *args,
+                "--destdir", tmp, "--workers", str(workers)], log_path, verbose=verbose)
     for split, path in xlpos.items():
-        run(prep_cmd("binarize", "--xlpos", path, "--data-bin", tmp, "--split", split, "--source-lang", src,
-                     "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)
+        run_logged(prep_cmd("binarize", "--xlpos", path, "--data-bin", tmp, "--split", split, "--source-lang", src,
+                            "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)
     if os.path.exists(dest):
         shutil.rmtree(dest)
     os.replace(tmp, dest)
@@ -1060,7 +1060,8 @@ def run_prepare(args: argparse.Namespace) -> int:
         reorder_loss=args.reorder_loss or "", reorder_args=shlex.split(args.reorder_args or ""),
         reorder_shards=args.reorder_shards, jackknife=args.jackknife, attach_null=args.attach_null or "",
         spm_vocab=args.spm_vocab, spm_type=args.spm_type, spm_coverage=args.spm_coverage,
-        data_bin=not args.no_data_bin, verbose=args.verbose_steps)
+        data_bin=not args.no_data_bin, verbose=args.verbose_steps,
+        **oracle_settings(args.oracle_positions, args.align_lines))
     if args.global_steps:
         stage = Stage("global")
     elif args.shard is not None:
@@ -1072,6 +1073,28 @@ def run_prepare(args: argparse.Namespace) -> int:
         stage = Stage()
     prepare(cfg, Layout.recipe(args.work), stage)
     return 0
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated split names, each once."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SPLITS]
+    if not names or unknown or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(SPLITS)}, comma-separated, each once; "
+                                         f"not {text!r}")
+    return names
+
+
+def oracle_settings(splits: tuple[str, ...] | None, align_lines: int) -> dict:
+    """PrepareConfig's settings for --oracle-positions: those splits aligned (with test, as always), their
+    reordering scored, and, with train, the oracle ranks of every training line."""
+    if not splits:
+        return {}
+    if "train" in splits and align_lines:
+        raise ValueError("--oracle-positions train needs every training line aligned: leave out --align-lines")
+    aligned = tuple(s for s in SPLITS if s in ("train", "test") or s in splits)
+    return {"oracle_positions": splits, "align_splits": aligned, "full_oracle": "train" in splits,
+            "eval_splits": tuple(s for s in aligned if s != "train")}
 
 
 def configure_prepare(p: argparse.ArgumentParser) -> None:
@@ -1113,6 +1136,10 @@ machine's run writes (and WORK/shards/, which can be deleted then)."""
     p.add_argument("--spm-vocab", type=int_option(2, 10_000_000), default=8000)
     p.add_argument("--spm-type", choices=("unigram", "bpe"), default="unigram")
     p.add_argument("--spm-coverage", type=float_option(0, 1, lo_open=True), default=1.0)
+    p.add_argument("--oracle-positions", type=split_list, metavar="SPLITS",
+                   help="also make WORK/data-bin-oracle: these splits (e.g. train,valid) with XL positions from "
+                        "their oracle ranks instead of the reorderer's, for the oracle ablation; aligns them (with "
+                        "train: every training line) and scores their reordering")
     p.add_argument("--no-data-bin", action="store_true", help="stop before fairseq-preprocess")
     p.add_argument("--verbose-steps", action="store_true", help="show every step's log as well as writing it")
     stage = p.add_mutually_exclusive_group()
@@ -1186,7 +1213,7 @@ def run_step(args: argparse.Namespace) -> int:
         if req.message:
             log(req.message)
         if req.log is not None:
-            run(req.command, req.log, stdout_path=req.outputs[0] if req.stdout else None, verbose=req.show)
+            run_logged(req.command, req.log, stdout_path=req.outputs[0] if req.stdout else None, verbose=req.show)
         elif req.stdout:
             with atomic_output(req.outputs[0]) as out:
                 status = run_child(req.command, stdout=out)

@@ -17,7 +17,9 @@ How the defaults were chosen, and what they score: docs/reorderer.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -27,15 +29,15 @@ import sys
 import time
 import zipfile
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Sequence, Sized, Union
 
 import numpy as np
 from numba import typeof
 from tqdm import tqdm
 
 from . import btg, wordclass
-from .io import (SEED, WORKERS, InputError, Shard, atomic_output, declare_files, float_option, int_option,
-                 pool_worker_setup, read_tokens, shard_option)
+from .io import (SEED, WORKERS, InputError, Shard, atomic_output, count_sentences, declare_files, float_option,
+                 int_option, iter_tokens, pool_worker_setup, read_tokens, shard_option)
 from .source_vocab import SourceVocabulary, language_of_path
 
 if TYPE_CHECKING:
@@ -959,18 +961,23 @@ def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | N
             for p, words in zip(results, sentences)]
 
 
-def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1, with_trees: bool = False,
+def reorder_lines(model_path: str, sentences: Iterable[list[str]], workers: int = 1, with_trees: bool = False,
                   progress: bool = True, model: AnyReorderer | None = None,
-                  abstention: tuple = (None, None, None, None)) -> Iterable[tuple[str, str | None]]:
+                  abstention: tuple = (None, None, None, None),
+                  total: int | None = None) -> Iterable[tuple[str, str | None]]:
     """(order line, tree line or None) per sentence, in input order, with `workers` processes.
 
-    Worker processes load `model_path` and apply `abstention` (the arguments of Reorderer.with_abstention: invert
-    margin, longest inverted span, fallback margin, fallback length; None keeps the model's); with workers == 1 an
-    already loaded `model` is used as it is when given."""
+    `sentences` may be a stream (iter_tokens): it is read in batches as the workers take them, so a corpus is never
+    held (`total`: its length, for the progress bar). Worker processes load `model_path` and apply `abstention`
+    (the arguments of Reorderer.with_abstention: invert margin, longest inverted span, fallback margin, fallback
+    length; None keeps the model's); with workers == 1 an already loaded `model` is used as it is when given."""
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
-    jobs = ((sentences[i:i + BATCH], with_trees) for i in range(0, len(sentences), BATCH))
-    bar = tqdm(total=len(sentences), desc="reorder", unit="sent", file=sys.stderr,
+    if total is None and isinstance(sentences, Sized):
+        total = len(sentences)
+    stream = iter(sentences)
+    jobs = ((batch, with_trees) for batch in iter(lambda: list(itertools.islice(stream, BATCH)), []))
+    bar = tqdm(total=total, desc="reorder", unit="sent", file=sys.stderr,
                disable=None if progress else True, mininterval=1.0)
     try:
         if workers == 1:
@@ -989,30 +996,34 @@ def reorder_lines(model_path: str, sentences: list[list[str]], workers: int = 1,
         bar.close()
 
 
+# `reorder` warns when most words of its input are unknown to the model (the wrong side of the corpus, another
+# language), judged on this many lines: enough words for the share to be clear, read before any work.
+VOCABULARY_CHECK_LINES = 10_000
+
+
 def run_reorder(args: argparse.Namespace) -> int:
     model = load_reorderer(args.model)  # fail early, with the model file named, before reading the corpus
     abstention = (args.invert_margin, args.max_invert_span, args.fallback_margin, args.fallback_length)
     model = model.with_abstention(*abstention)
-    sentences = read_tokens(args.src, allow_empty=True)
-    start, end = Shard.parse(args.shard).bounds(len(sentences))
-    if model.source is not None:
-        warning = model.source.warning(sentences[start:end], args.src, args.model)
+    # The corpus is streamed, never held: a WMT training split is millions of sentences, and every --shard job
+    # reads the same file.
+    start, end = Shard.parse(args.shard).bounds(count_sentences(args.src))
+    if model.source is not None:  # judged on the shard's first lines, before any work
+        sample = iter_tokens(args.src, allow_empty=True, start=start, end=min(end, start + VOCABULARY_CHECK_LINES))
+        warning = model.source.warning(sample, args.src, args.model)
         if warning:
             logger.warning(warning)
     if isinstance(model, Reorderer) and end - start <= INTERPRETED_MAX_SENTENCES:
         model.interpreted = True  # a short job: no compile to wait for at exit (workers > 1 fork this model)
     t0 = time.perf_counter()
-    with atomic_output(args.out) as out:
-        if args.trees:
-            with atomic_output(args.trees) as trees:
-                for order, tree in reorder_lines(args.model, sentences[start:end], args.workers, True,
-                                                 model=model, abstention=abstention):
-                    out.write(order + "\n")
-                    trees.write(tree + "\n")
-        else:
-            for order, _ in reorder_lines(args.model, sentences[start:end], args.workers, False, model=model,
-                                             abstention=abstention):
-                out.write(order + "\n")
+    sentences = iter_tokens(args.src, allow_empty=True, start=start, end=end)
+    with atomic_output(args.out) as out, \
+            (atomic_output(args.trees) if args.trees else contextlib.nullcontext()) as trees:
+        for order, tree in reorder_lines(args.model, sentences, args.workers, trees is not None, model=model,
+                                         abstention=abstention, total=end - start):
+            out.write(order + "\n")
+            if trees is not None:
+                trees.write(tree + "\n")
     seconds = time.perf_counter() - t0
     logger.info("reordered %d sentences (lines %d-%d) in %.1fs (%.0f sentences/s); wrote %s", end - start,
                 start + 1, end, seconds, (end - start) / max(seconds, 1e-9), args.out)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-from .io import (SEED, WORKERS, InputError, declare_files, float_option, int_option, read_lines,
+from .io import (SEED, WORKERS, InputError, declare_files, float_option, int_option, iter_lines,
                  remove_stale_temporaries, write_lines, writer_tag)
 from .subword import unk_rate_warning
 
@@ -62,19 +62,25 @@ def load_model(path: str) -> Any:
 def encode_file(model: str, input_path: str, output: str) -> None:
     """Text -> space-separated pieces; warns when the model does not fit the text (many <unk>)."""
     sp = load_model(model)
-    encoded = [sp.encode(line, out_type=str) for line in read_lines(input_path)]
-    write_lines(output, (" ".join(pieces) for pieces in encoded))
-    unk = sp.unk_id()
-    warning = unk_rate_warning(sum(sp.piece_to_id(p) == unk for pieces in encoded for p in pieces),
-                               sum(map(len, encoded)), model, input_path)
+    unk, counts = sp.unk_id(), [0, 0]  # <unk> pieces, pieces
+
+    def encoded() -> Iterator[str]:  # streamed: a corpus is never held
+        for line in iter_lines(input_path):
+            pieces = sp.encode(line, out_type=str)
+            counts[0] += sum(sp.piece_to_id(p) == unk for p in pieces)
+            counts[1] += len(pieces)
+            yield " ".join(pieces)
+
+    write_lines(output, encoded())
+    warning = unk_rate_warning(counts[0], counts[1], model, input_path)
     if warning:
         logger.warning("%s", warning)
 
 
-def decode_lines(model: str, lines: Sequence[str]) -> list[str]:
-    """Space-separated pieces -> words (the tokenized text sentencepiece was trained on)."""
+def decode_lines(model: str, lines: Iterable[str]) -> Iterator[str]:
+    """Space-separated pieces -> words (the tokenized text sentencepiece was trained on), one line at a time."""
     sp = load_model(model)
-    return [sp.decode_pieces(line.split()) for line in lines]
+    return (sp.decode_pieces(line.split()) for line in lines)
 
 
 def run_spm_train(args: argparse.Namespace) -> int:
@@ -103,7 +109,7 @@ def run_spm_encode(args: argparse.Namespace) -> int:
 
 
 def run_spm_decode(args: argparse.Namespace) -> int:
-    write_lines(args.output, decode_lines(args.model, read_lines(args.input)))
+    write_lines(args.output, decode_lines(args.model, iter_lines(args.input)))
     return 0
 
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import logging
 
-from .io import (WORKERS, InputError, Shard, atomic_output, check_same_length, declare_files, read_lines,
-                 read_tokens, shard_option)
+from .io import (WORKERS, InputError, Shard, atomic_output, check_same_length, count_lines, count_sentences,
+                 declare_files, iter_lines, iter_tokens, shard_option)
 from .metrics import parse_order_line
-from .oracle import order_from_ranks, read_oracle
+from .oracle import order_from_ranks, parse_ranks_line
 from .parallel import map_in_order
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def xl_positions_for_line(words: list[str], order: list[int], sp) -> tuple[list[
 _worker_state: dict = {}
 
 
-def _init_worker(spm_path: str, src_path: str) -> None:
+def _init_worker(spm_path: str, src_path: str, order_kind: str, order_path: str | None) -> None:
     import sentencepiece
 
     try:
@@ -113,49 +114,57 @@ def _init_worker(spm_path: str, src_path: str) -> None:
     except (OSError, RuntimeError) as e:
         raise InputError(spm_path, None, f"cannot load the sentencepiece model "
                                          f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-    _worker_state["src_path"] = src_path
+    _worker_state.update(src_path=src_path, order_kind=order_kind, order_path=order_path)
 
 
-def _positions_job(job: tuple[int, list[str], list[int]]) -> tuple[list[str], list[int], int]:
-    lineno, words, order = job
+def _parse_order(lineno: int, n: int, text: str | None) -> list[int]:
+    """Line `lineno`'s order of its n words, from the order or oracle file's line `text` (None: monotone)."""
+    kind, path = _worker_state["order_kind"], _worker_state["order_path"]
+    if kind == "oracle":
+        return order_from_ranks(parse_ranks_line(text, path, lineno, n, _worker_state["src_path"]))
+    if kind == "order":
+        return parse_order_line(text, n, path, lineno)
+    return list(range(n))
+
+
+def _positions_job(job: tuple[int, list[str], str | None]) -> tuple[list[str], list[int], int, int]:
+    lineno, words, order_text = job
+    order = _parse_order(lineno, len(words), order_text)
     sp = _worker_state["sp"]
     try:
         pieces, positions = xl_positions_for_line(words, order, sp)
     except ValueError as e:
         raise InputError(_worker_state["src_path"], lineno, str(e)) from None
     unk = sp.unk_id()
-    return pieces, positions, sum(sp.piece_to_id(p) == unk for p in pieces)
-
-
-def _load_orders(args: argparse.Namespace, sources: list[list[str]]) -> list[list[int]]:
-    lengths = [len(s) for s in sources]
-    if args.oracle is not None:
-        return [order_from_ranks(ranks) for ranks in read_oracle(args.oracle, lengths)]
-    if args.order == MONOTONE:
-        return [list(range(n)) for n in lengths]
-    lines = read_lines(args.order)
-    check_same_length(args.src, len(sources), args.order, len(lines))
-    return [parse_order_line(line, n, args.order, k) for k, (line, n) in enumerate(zip(lines, lengths), 1)]
+    return pieces, positions, sum(sp.piece_to_id(p) == unk for p in pieces), len(words)
 
 
 def run_positions(args: argparse.Namespace) -> int:
-    sources = read_tokens(args.src)
-    orders = _load_orders(args, sources)
-    start, end = Shard.parse(args.shard).bounds(len(sources))
-    jobs = ((k + 1, sources[k], orders[k]) for k in range(start, end))
-    n_pieces = n_moved = n_unk = 0
+    # Streamed, never held (a WMT training split is millions of sentences): the files' line counts first, then
+    # the shard's lines of the source and its order, side by side; each order line is checked where it is used.
+    n = count_sentences(args.src)
+    kind, order_path = (("oracle", args.oracle) if args.oracle is not None else
+                        ("monotone", None) if args.order == MONOTONE else ("order", args.order))
+    if order_path is not None:
+        check_same_length(args.src, n, order_path, count_lines(order_path))
+    start, end = Shard.parse(args.shard).bounds(n)
+    orders = (itertools.islice(iter_lines(order_path), start, end) if order_path is not None
+              else itertools.repeat(None))
+    jobs = ((k, words, order) for k, (words, order)
+            in enumerate(zip(iter_tokens(args.src, start=start, end=end), orders), start + 1))
+    n_words = n_pieces = n_moved = n_unk = 0
     with atomic_output(args.out) as out, \
             (atomic_output(args.pieces_out) if args.pieces_out else contextlib.nullcontext()) as pieces_out:
-        for pieces, positions, unknown in map_in_order(_positions_job, jobs, workers=args.workers,
-                                                       total=end - start, desc="positions",
-                                                       initializer=_init_worker, initargs=(args.spm, args.src)):
+        for pieces, positions, unknown, words in map_in_order(
+                _positions_job, jobs, workers=args.workers, total=end - start, desc="positions",
+                initializer=_init_worker, initargs=(args.spm, args.src, kind, order_path)):
             out.write(" ".join(map(str, positions)) + "\n")
             if pieces_out is not None:
                 pieces_out.write(" ".join(pieces) + "\n")
+            n_words += words
             n_pieces += len(positions)
             n_unk += unknown
             n_moved += sum(p != k for k, p in enumerate(positions))
-    n_words = sum(len(sources[k]) for k in range(start, end))
     logger.info("%d sentences (lines %d-%d): %d words -> %d pieces (%.2f per word); %.1f%% of pieces moved by "
                 "the order; wrote %s%s", end - start, start + 1, end, n_words, n_pieces,
                 n_pieces / max(n_words, 1), 100.0 * n_moved / max(n_pieces, 1), args.out,

@@ -207,7 +207,7 @@ def recorded_train_command(command: Sequence[str], save_dir: str) -> tuple[list[
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from .pipeline import Steps, run
+    from .pipeline import Steps, run_logged
     spec = parse_system(args.system)
     given = args.fairseq_args[1:] if args.fairseq_args[:1] == ["--"] else args.fairseq_args
     # the shared options first, so that an XL system's own and the caller's options win
@@ -219,7 +219,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     def train() -> None:
         log(f"train {args.system} ({arch or task_args(spec)[task_args(spec).index('--arch') + 1]}; log: {train_log})")
-        run(command, train_log, verbose=args.show)
+        run_logged(command, train_log, verbose=args.show)
 
     # The model is expensive: trained with other settings or data, or changed since, it is kept and named, not
     # retrained over. A save directory without checkpoints (deleted to retrain) is simply trained again.

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 from typing import Callable, Iterator, Optional
 
-from .io import (WORKERS, InputError, atomic_output, check_same_length, declare_files, float_option, int_option,
-                 iter_lines, pool_worker_setup, read_lines, write_lines)
+from .io import (WORKERS, InputError, atomic_output, check_same_length, count_lines, declare_files, float_option,
+                 int_option, iter_lines, pool_worker_setup, write_lines)
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ def run_detokenize(args: argparse.Namespace) -> int:
         detok = detokenizer_for_language(args.lang)
     except ImportError as e:
         raise ValueError(str(e)) from None
-    write_lines(args.output, (detok(line) for line in read_lines(args.input)))
+    write_lines(args.output, (detok(line) for line in iter_lines(args.input)))
     return 0
 
 
@@ -282,15 +282,18 @@ def keep_pair(n_src: int, n_tgt: int, max_len: int, ratio: float) -> bool:
 
 
 def run_clean(args: argparse.Namespace) -> int:
-    src, tgt = read_lines(args.src), read_lines(args.tgt)
-    check_same_length(args.src, len(src), args.tgt, len(tgt))
-    kept = [(s, t) for s, t in zip(src, tgt) if keep_pair(len(s.split()), len(t.split()), args.max_len, args.ratio)]
-    if not kept:
-        raise InputError(args.src, None, f"cleaning {args.src} / {args.tgt} left no sentence pair")
-    write_lines(args.src_out, (s for s, _ in kept))
-    write_lines(args.tgt_out, (t for _, t in kept))
-    print(f"clean: kept {len(kept)} of {len(src)} pairs (1-{args.max_len} tokens, ratio <= {args.ratio})",
-          file=sys.stderr)
+    n = count_lines(args.src)
+    check_same_length(args.src, n, args.tgt, count_lines(args.tgt))
+    kept = 0
+    with atomic_output(args.src_out) as src_out, atomic_output(args.tgt_out) as tgt_out:  # streamed, not held
+        for s, t in zip(iter_lines(args.src), iter_lines(args.tgt)):
+            if keep_pair(len(s.split()), len(t.split()), args.max_len, args.ratio):
+                src_out.write(s + "\n")
+                tgt_out.write(t + "\n")
+                kept += 1
+        if not kept:
+            raise InputError(args.src, None, f"cleaning {args.src} / {args.tgt} left no sentence pair")
+    print(f"clean: kept {kept} of {n} pairs (1-{args.max_len} tokens, ratio <= {args.ratio})", file=sys.stderr)
     return 0
 
 
@@ -312,12 +315,15 @@ def check_parallel(paths: list[str], allow_empty: bool = False) -> int:
     for path in paths:
         if not os.path.isfile(path):
             raise InputError(path, None, "file not found")
-        lines = read_lines(path)
-        for k, line in enumerate(lines, 1):
-            if not allow_empty and not line.strip():
+        if allow_empty:
+            counts.append((path, count_lines(path)))
+            continue
+        k = 0
+        for k, line in enumerate(iter_lines(path), 1):
+            if not line.strip():
                 raise InputError(path, k, "empty line; remove the pair from both files (or run the recipe's "
                                           "cleaning step)")
-        counts.append((path, len(lines)))
+        counts.append((path, k))
     for path, n in counts[1:]:
         check_same_length(counts[0][0], counts[0][1], path, n)
     return counts[0][1]

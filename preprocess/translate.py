@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .io import command_record, declare_files, directory_lock, int_option
-from .pipeline import Steps, run, write_lines
+from .pipeline import Steps, run_logged, write_lines
 from .scoring import read_hypotheses
 from .sentencepiece_model import decode_lines
 
@@ -36,14 +36,14 @@ def generate(output: str | os.PathLike, log_path: str | os.PathLike, data_bin: s
              checkpoint: str | os.PathLike, source_lang: str, target_lang: str, subset: str,
              fairseq_args: Sequence[str]) -> None:
     """fairseq-generate's output into `output` (atomically), its log into `log_path`."""
-    run(generate_command(data_bin, checkpoint, source_lang, target_lang, subset, fairseq_args), log_path,
-        stdout_path=output)
+    run_logged(generate_command(data_bin, checkpoint, source_lang, target_lang, subset, fairseq_args), log_path,
+               stdout_path=output)
 
 
 def hypothesis_words(generate_output: str | os.PathLike, expected: int, spm_model: str) -> tuple[list[str], list[str]]:
     """(pieces, words) of the best hypothesis of every input id, in input order."""
     pieces = read_hypotheses(os.fspath(generate_output), expected)
-    return pieces, decode_lines(spm_model, pieces)
+    return pieces, list(decode_lines(spm_model, pieces))
 
 
 def run_translate(args: argparse.Namespace) -> int:

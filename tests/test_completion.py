@@ -259,12 +259,12 @@ def test_a_second_run_in_a_directory_stops_naming_the_first_and_a_killed_runs_lo
 
 # ------------------------------------------------------------------------------------------------ xlpos-prep train
 class FakeTrain:
-    """Stands in for fairseq-train inside `xlpos-prep train` (pipeline.run): writes checkpoints that hold the
+    """Stands in for fairseq-train inside `xlpos-prep train` (pipeline.run_logged): writes checkpoints that hold the
     options they were trained with, resumes from checkpoint_last.pt when it is there, counts its runs."""
 
     def __init__(self, monkeypatch, truncate: bool = False):
         self.runs, self.truncate = 0, truncate
-        monkeypatch.setattr("xlpos_prep.pipeline.run", self)
+        monkeypatch.setattr("xlpos_prep.pipeline.run_logged", self)
 
     def __call__(self, cmd, log_path, verbose=False, **kwargs):
         self.runs += 1

@@ -121,6 +121,31 @@ def test_prepare_cli_errors_are_one_line(tmp_path, capsys):
     assert err == [f"xlpos-prep prepare: error: {tmp_path}/tok/train.en: tokenized input not found"]
 
 
+def test_prepare_cli_oracle_positions_make_the_oracle_data_bin(tmp_path, capsys):
+    """--oracle-positions train: every training line gets oracle ranks, and data-bin-oracle holds the data-bin's
+    dictionaries with training XL positions made from them; with --align-lines it stops naming both options."""
+    work = tmp_path / "w"
+    corpus(work, "en", "ja", n=60)
+    shared_alignment(work, "en", "ja", 60)
+    base = ["prepare", "--work", str(work), "--src", "en", "--tgt", "ja", "--jackknife", "1", "--reorder-iterations",
+            "1", "--spm-vocab", "600", "--reorder-train-lines", "40", "--oracle-positions", "train"]
+    assert prep_cli.main(base + ["--align-lines", "30"]) == 1
+    assert capsys.readouterr().err.strip() == ("xlpos-prep prepare: error: --oracle-positions train needs every "
+                                               "training line aligned: leave out --align-lines")
+    assert not (work / "prepare.json").exists()
+    assert prep_cli.main(base) == 0
+    recorded = json.loads((work / "prepare.json").read_text())
+    assert recorded["oracle_positions"] == ["train"] and recorded["full_oracle"] is True
+    assert len((work / "reorder" / "train.oracle").read_text().splitlines()) == 60  # not only the reorderer's 40
+    oracle_bin, data_bin = work / "data-bin-oracle", work / "data-bin"
+    assert (oracle_bin / "dict.en.txt").read_bytes() == (data_bin / "dict.en.txt").read_bytes()
+    assert {p.name for p in oracle_bin.glob("train.en-ja.*")} >= {"train.en-ja.en.bin", "train.en-ja.xlpos.bin"}
+    oracle_xlpos = (work / "pieces" / "train.oracle.xlpos").read_text().splitlines()
+    xlpos = (work / "pieces" / "train.xlpos").read_text().splitlines()
+    assert [len(x.split()) for x in oracle_xlpos] == [len(x.split()) for x in xlpos] and oracle_xlpos != xlpos
+    assert (oracle_bin / "train.en-ja.xlpos.bin").read_bytes() != (data_bin / "train.en-ja.xlpos.bin").read_bytes()
+
+
 def test_step_runs_once_marks_and_stops_on_failure(tmp_path, capfd):
     out = tmp_path / "a" / "out.txt"
     args = ["step", str(out), "--stdout", "--", sys.executable, "-c", "print('made')"]

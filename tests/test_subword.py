@@ -185,6 +185,29 @@ def test_cli_order_of_wrong_length_names_order_file_and_line(files, spm_model, t
     assert not out.exists()
 
 
+def test_cli_bad_order_or_oracle_line_in_a_later_shard_names_its_line_in_the_file(files, spm_model, tmp_path,
+                                                                                   capsys):
+    """The steps stream their files (a shard reads only its lines): a bad line is still named by its line in the
+    whole file, with workers too, and leaves no output."""
+    _, orders, oracle, src, _, _ = files
+    bad_order = [" ".join(map(str, o)) for o in orders]
+    bad_order[30] = "0 0"
+    bad_oracle = [" ".join(map(str, r)) for r in oracle]
+    bad_oracle[30] = " ".join(["0"] * (len(oracle[30]) + 1))
+    out = tmp_path / "x.xlpos"
+    for option, lines, message in (("--order", bad_order, "not a permutation"),
+                                   ("--oracle", bad_oracle, f"{len(oracle[30]) + 1} ranks for a source sentence")):
+        path = _write(tmp_path / "bad.txt", lines)
+        for workers in ("1", "2"):
+            assert main(["positions", "--src", src, option, path, "--spm", spm_model, "--out", str(out),
+                         "--shard", "2/3", "--workers", workers]) == 1
+            assert f"xlpos-prep positions: error: {path}:31: {message}" in capsys.readouterr().err
+            assert not out.exists()
+        # the first shard does not read line 31
+        assert main(["positions", "--src", src, option, path, "--spm", spm_model, "--out", str(out),
+                     "--shard", "0/3"]) == 0
+
+
 def test_cli_piece_word_mismatch_names_source_file_and_line(files, spm_model, tmp_path, capsys):
     sents, orders, _, _, order, _ = files
     lines = [" ".join(s) for s in sents]

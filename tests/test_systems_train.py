@@ -29,7 +29,7 @@ def train_command(tmp_path: Path, monkeypatch, system: str, *options: str) -> li
         with zipfile.ZipFile(save / "checkpoint_last.pt", "w") as z:
             z.writestr("x", "x")
 
-    monkeypatch.setattr("xlpos_prep.pipeline.run", fake_run)
+    monkeypatch.setattr("xlpos_prep.pipeline.run_logged", fake_run)
     data_bin = tmp_path / "data-bin"
     data_bin.mkdir(exist_ok=True)
     status = cli.main(["train", "--system", system, "--data-bin", str(data_bin), "--save-dir",
