@@ -16,7 +16,7 @@ from pathlib import Path
 
 from xlpos_prep.io import log, read_json, read_lines, step_done, write_lines
 from xlpos_prep.derived_data import test_set_data_bin
-from xlpos_prep.pipeline import Layout, PrepareConfig, Prepared, Steps, prep_cmd, prepare, run
+from xlpos_prep.pipeline import Layout, PrepareConfig, Prepared, Steps, prep_cmd, prepare, run_logged
 from xlpos_prep.reorderer import Reorderer
 from xlpos_prep.text import Detokenizer, check_parallel
 
@@ -142,7 +142,7 @@ def corpus_dir(spec: PairSpec, args: argparse.Namespace) -> Path:
     root = Path(args.work) / f"corpus-{spec.corpus}"
     out = root / "generated"
     sizes = [f"--{split}={SYNTH_CORPUS[split]}" for split in SPLITS]
-    Steps(root / "times.json").step("synth", [out], lambda: run(
+    Steps(root / "times.json").step("synth", [out], lambda: run_logged(
         prep_cmd("synth", "--out-dir", out, *sizes, "--seed", str(SYNTH_CORPUS["seed"])), root / "logs" / "synth.log"))
     return out
 
@@ -153,7 +153,8 @@ def tokenize(spec: PairSpec, lang: str, text: Path, out: Path, log_path: Path, w
     if spec.pretokenized:
         write_lines(out, (" ".join(x.split()) for x in read_lines(str(text))))
     else:
-        run(prep_cmd("tokenize", "--lang", lang, "--input", text, "--output", out, "--workers", str(workers)), log_path)
+        run_logged(prep_cmd("tokenize", "--lang", lang, "--input", text, "--output", out, "--workers", str(workers)),
+                   log_path)
 
 
 def prepare_corpus(spec: PairSpec, args: argparse.Namespace) -> tuple[Path, dict]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from xlpos_prep.io import log, read_json, read_lines, step_done, write_json, write_lines
-from xlpos_prep.pipeline import Steps, run
+from xlpos_prep.pipeline import Steps, run_logged
 from xlpos_prep.systems import parse_system, task_args, train_command
 from xlpos_prep.text import Detokenizer
 from xlpos_prep.train_options import TrainOptions
@@ -146,7 +146,7 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
     log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
     cpu: list[float] = []
     t0 = time.perf_counter()
-    run(cmd, run_dir / "train.log", cpu_seconds=cpu)
+    run_logged(cmd, run_dir / "train.log", cpu_seconds=cpu)
     seconds = time.perf_counter() - t0
     stats = parse_train_log(run_dir / "train.log")
     # CPU seconds: this run's own work, whatever else the machine ran (wall seconds grow with the load)
@@ -271,8 +271,8 @@ def attention_aer(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, 
     layer = args.attention_layer
     out = attention_path(run_dir, args)
     if not out.exists():
-        run([sys.executable, "-m", "xlpos.evaluation.align_attention", pair.data_bin, "--path",
-             run_dir / "checkpoint_last.pt", "--gen-subset", "test", "--layer", str(layer),
-             "--gold", pair.gold_alignment, "--out-prefix", run_dir / "attention" / f"test.layer{layer}",
-             "--json", out, "--max-tokens", str(args.gen_max_tokens)], run_dir / "attention.log")
+        run_logged([sys.executable, "-m", "xlpos.evaluation.align_attention", pair.data_bin, "--path",
+                    run_dir / "checkpoint_last.pt", "--gen-subset", "test", "--layer", str(layer),
+                    "--gold", pair.gold_alignment, "--out-prefix", run_dir / "attention" / f"test.layer{layer}",
+                    "--json", out, "--max-tokens", str(args.gen_max_tokens)], run_dir / "attention.log")
     return attention_entry(pair.spec, read_json(out))

@@ -126,7 +126,17 @@ def test_prepare_cli_oracle_positions_make_the_oracle_data_bin(tmp_path, capsys)
     dictionaries with training XL positions made from them; with --align-lines it stops naming both options."""
     work = tmp_path / "w"
     corpus(work, "en", "ja", n=60)
-    shared_alignment(work, "en", "ja", 60)
+    # a made-up alignment that reverses every sentence (word k to word m-1-k of the shorter side's m), so the
+    # oracle order is far from the reorderer's (one pass over 40 lines)
+    lines = []
+    for split, n in (("train", 60), ("test", None)):
+        a = (work / "tok" / f"{split}.en").read_text(encoding="utf-8").splitlines()[:n]
+        b = (work / "tok" / f"{split}.ja").read_text(encoding="utf-8").splitlines()[:n]
+        lines += [" ".join(f"{k}-{m - 1 - k}" for k in range(m)) for m in (min(len(x.split()), len(y.split()))
+                                                                            for x, y in zip(a, b))]
+    (work / "reorder").mkdir()
+    (work / "reorder" / "align.txt").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    (work / "reorder" / "align.txt.done").write_text("made by the test\n")
     base = ["prepare", "--work", str(work), "--src", "en", "--tgt", "ja", "--jackknife", "1", "--reorder-iterations",
             "1", "--spm-vocab", "600", "--reorder-train-lines", "40", "--oracle-positions", "train"]
     assert prep_cli.main(base + ["--align-lines", "30"]) == 1

@@ -206,6 +206,7 @@ def test_cli_bad_order_or_oracle_line_in_a_later_shard_names_its_line_in_the_fil
         # the first shard does not read line 31
         assert main(["positions", "--src", src, option, path, "--spm", spm_model, "--out", str(out),
                      "--shard", "0/3"]) == 0
+        out.unlink()
 
 
 def test_cli_piece_word_mismatch_names_source_file_and_line(files, spm_model, tmp_path, capsys):
