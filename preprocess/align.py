@@ -27,10 +27,11 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-from .io import (SEED, ExternalToolError, InputError, atomic_output, check_same_length, declare_files,
-                 float_option, int_option, private_temp_dir, read_lines, read_tokens, run_child)
+from .io import (SEED, ExternalToolError, InputError, atomic_output, check_same_length, count_lines, count_sentences,
+                 declare_files, float_option, int_option, iter_lines, iter_tokens, private_temp_dir, run_child,
+                 write_lines)
 
 logger = logging.getLogger(__name__)
 
@@ -102,14 +103,13 @@ def format_links(links: list[Link]) -> str:
     return " ".join(f"{i}-{j}" for i, j in links)
 
 
-def _read_eflomal_links(path: str, n_expected: int) -> list[set[Link]]:
-    lines = read_lines(path)
-    if len(lines) != n_expected:
-        raise ExternalToolError(f"eflomal wrote {len(lines)} alignment lines for {n_expected} sentence pairs")
-    result = []
-    for line in lines:
-        result.append({(int(i), int(j)) for i, j in (tok.split("-") for tok in line.split())})
-    return result
+def _iter_eflomal_links(path: str, n_expected: int) -> Iterator[set[Link]]:
+    """The links of each sentence pair in an eflomal links file, one line at a time."""
+    n = count_lines(path)
+    if n != n_expected:
+        raise ExternalToolError(f"eflomal wrote {n} alignment lines for {n_expected} sentence pairs")
+    for line in iter_lines(path):
+        yield {(int(i), int(j)) for i, j in (tok.split("-") for tok in line.split())}
 
 
 class _EflomalProcess:
@@ -150,10 +150,13 @@ def _eflomal_confined(directory: str) -> Iterator[None]:
         eflomal_cython.subprocess = saved_subprocess
 
 
-def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: tuple[str, ...], *, model: int = 3,
-                n_samplers: int = 3, rel_iterations: float = 1.0, null_prior: float = 0.2,
-                quiet: bool = True) -> dict[str, list[set[Link]]]:
-    """eflomal links per sentence pair for each of `directions` ("forward", "reverse"), as (source, target)."""
+@contextlib.contextmanager
+def eflomal_link_files(sources: Iterable[str], targets: Iterable[str], directions: tuple[str, ...], *,
+                       model: int = 3, n_samplers: int = 3, rel_iterations: float = 1.0, null_prior: float = 0.2,
+                       quiet: bool = True) -> Iterator[dict[str, str]]:
+    """eflomal's link files, {direction: path} for each of `directions` ("forward", "reverse"; links as (source,
+    target)), for the block. `sources` and `targets` are the sentences' lines, read once (eflomal keeps its own
+    compact copy of the corpus, which its sampler needs; this side holds nothing)."""
     import eflomal  # imported here so `xlpos-prep --help` and the other steps never need it
 
     aligner = eflomal.Aligner(model=model, n_samplers=n_samplers, rel_iterations=rel_iterations,
@@ -162,51 +165,63 @@ def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: 
     # removed by the next run (private_temp_dir), and the binary dies with us (_EflomalProcess).
     with private_temp_dir("align") as tmp, _eflomal_confined(tmp):
         paths = {d: os.path.join(tmp, d) for d in directions}
-        aligner.align([" ".join(s) for s in sources], [" ".join(t) for t in targets],
-                      links_filename_fwd=paths.get("forward"), links_filename_rev=paths.get("reverse"),
-                      quiet=quiet)
-        return {d: _read_eflomal_links(p, len(sources)) for d, p in paths.items()}
+        aligner.align(sources, targets, links_filename_fwd=paths.get("forward"),
+                      links_filename_rev=paths.get("reverse"), quiet=quiet)
+        yield paths
+
+
+def run_eflomal(sources: list[list[str]], targets: list[list[str]], directions: tuple[str, ...],
+                **options: Any) -> dict[str, list[set[Link]]]:
+    """eflomal links per sentence pair for each of `directions`, held (eflomal_link_files' options)."""
+    with eflomal_link_files([" ".join(s) for s in sources], [" ".join(t) for t in targets], directions,
+                            **options) as paths:
+        return {d: list(_iter_eflomal_links(p, len(sources))) for d, p in paths.items()}
 
 
 def run_align(args: argparse.Namespace) -> int:
-    sources = read_tokens(args.src, max_len=args.max_len)
-    targets = read_tokens(args.tgt, max_len=args.max_len)
-    check_same_length(args.src, len(sources), args.tgt, len(targets))
+    # Streamed: eflomal reads the sentences once into its own compact copy, the links are read back a sentence
+    # pair at a time, so this process holds no corpus (WMT recipes align a million pairs).
+    n = count_sentences(args.src)
+    check_same_length(args.src, n, args.tgt, count_sentences(args.tgt))
     if args.seed is not None:
         logger.warning("--seed %d: eflomal 2.0 seeds itself from /dev/urandom and takes no seed, so this run's "
                        "alignments may differ slightly from another's; keep %s to reproduce", args.seed, args.out)
     directions = ("forward", "reverse") if args.direction == "both" else (args.direction,)
     if args.fwd_out and "forward" not in directions or args.rev_out and "reverse" not in directions:
         raise ValueError("--fwd-out/--rev-out need the corresponding direction (--direction both)")
-    logger.info("aligning %d sentence pairs (%s; eflomal model %d, %d samplers)", len(sources),
-                "+".join(directions), args.model, args.samplers)
-    started = time.perf_counter()
-    links = run_eflomal(sources, targets, directions, model=args.model, n_samplers=args.samplers,
-                        rel_iterations=args.rel_iterations, null_prior=args.null_prior, quiet=not args.verbose)
-    logger.info("eflomal took %.1f s", time.perf_counter() - started)
-    for direction, out_path in (("forward", args.fwd_out), ("reverse", args.rev_out)):
-        if out_path:
-            with atomic_output(out_path) as f:
-                for sentence_links in links[direction]:
-                    f.write(format_links(sorted(sentence_links)) + "\n")
+    logger.info("aligning %d sentence pairs (%s; eflomal model %d, %d samplers)", n, "+".join(directions),
+                args.model, args.samplers)
+
+    def sentences(path: str) -> Iterator[str]:  # checked as eflomal reads them: empty and over-long lines
+        return (" ".join(words) for words in iter_tokens(path, max_len=args.max_len))
 
     started = time.perf_counter()
-    n_links = n_src_words = n_src_aligned = n_tgt_words = n_tgt_aligned = 0
-    with atomic_output(args.out) as out:
-        for k, (src, tgt) in enumerate(zip(sources, targets)):
-            if len(directions) == 2:
-                try:
-                    final = symmetrize(links["forward"][k], links["reverse"][k], len(src), len(tgt), args.sym)
-                except ValueError as e:  # eflomal output inconsistent with the input: name the pair
-                    raise InputError(args.src, k + 1, f"eflomal: {e}") from None
-            else:
-                final = sorted(links[directions[0]][k])
-            out.write(format_links(final) + "\n")
-            n_links += len(final)
-            n_src_words += len(src)
-            n_tgt_words += len(tgt)
-            n_src_aligned += len({i for i, _ in final})
-            n_tgt_aligned += len({j for _, j in final})
+    with eflomal_link_files(sentences(args.src), sentences(args.tgt), directions, model=args.model,
+                            n_samplers=args.samplers, rel_iterations=args.rel_iterations,
+                            null_prior=args.null_prior, quiet=not args.verbose) as paths:
+        logger.info("eflomal took %.1f s", time.perf_counter() - started)
+        for direction, out_path in (("forward", args.fwd_out), ("reverse", args.rev_out)):
+            if out_path:
+                write_lines(out_path, (format_links(sorted(links))
+                                       for links in _iter_eflomal_links(paths[direction], n)))
+        started = time.perf_counter()
+        n_links = n_src_words = n_src_aligned = n_tgt_words = n_tgt_aligned = 0
+        link_lines = zip(*(_iter_eflomal_links(paths[d], n) for d in directions))
+        with atomic_output(args.out) as out:
+            for k, (src, tgt, links) in enumerate(zip(iter_tokens(args.src), iter_tokens(args.tgt), link_lines), 1):
+                if len(directions) == 2:
+                    try:
+                        final = symmetrize(links[0], links[1], len(src), len(tgt), args.sym)
+                    except ValueError as e:  # eflomal output inconsistent with the input: name the pair
+                        raise InputError(args.src, k, f"eflomal: {e}") from None
+                else:
+                    final = sorted(links[0])
+                out.write(format_links(final) + "\n")
+                n_links += len(final)
+                n_src_words += len(src)
+                n_tgt_words += len(tgt)
+                n_src_aligned += len({i for i, _ in final})
+                n_tgt_aligned += len({j for _, j in final})
     logger.info("%s: %d links; %.1f%% of source and %.1f%% of target words aligned (symmetrization %.1f s); "
                 "wrote %s", args.sym if len(directions) == 2 else directions[0], n_links,
                 100.0 * n_src_aligned / n_src_words, 100.0 * n_tgt_aligned / n_tgt_words,
