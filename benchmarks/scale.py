@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -232,8 +232,43 @@ def power_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return math.exp(my - b * mx), b
 
 
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(c, m) of y = c + m * x, least squares (m = 0 with one point)."""
+    if len(xs) < 2:
+        return (ys[-1] if ys else 0.0), 0.0
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    m = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - m * mx, m
+
+
 def parallelism(code: str, cores: int, folds: int) -> int:
     return {"1": 1, "2": min(2, cores), "W": cores, "K": min(folds, cores)}[code]
+
+
+def step_cpu(fit: dict, lines: int) -> float:
+    """CPU seconds of a step on `lines` lines: the larger of its power law and its straight line (start-up plus a
+    cost per line). A step whose small sizes are mostly start-up fits a power below 1 that would shrink its cost
+    per line forever; the straight line keeps the measured cost per line."""
+    if fit["kind"] == "fixed":
+        return fit["cpu_a"]
+    power = fit["cpu_a"] * lines ** fit["cpu_b"]
+    return max(power, fit.get("cpu_c", 0.0) + max(fit.get("cpu_m", 0.0), 0.0) * lines)
+
+
+def extrapolate_memory(fits: dict[str, dict], pairs: int) -> dict[str, float]:
+    """Per step, its peak memory (bytes, with the benchmark's --workers) at `pairs` training pairs with the WMT
+    recipes' caps: its measured peak, or, where it grew with the corpus, its linear fit in the lines it works on."""
+    aligned, reorder = min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES)
+    peaks = {}
+    for step, fit in fits.items():
+        kind, _ = step_kind(step)
+        measured = max(fit["peak_rss"])
+        if kind == "fixed" or fit["rss_m"] <= 0:
+            peaks[step] = measured
+        else:
+            peaks[step] = max(measured, fit["rss_c"] + fit["rss_m"] * lines_of(kind, pairs, aligned, reorder))
+    return peaks
 
 
 def extrapolate(fits: dict[str, dict], pairs: int, cores: int, folds: int) -> float:
@@ -245,8 +280,7 @@ def extrapolate(fits: dict[str, dict], pairs: int, cores: int, folds: int) -> fl
         lines = lines_of(kind, pairs, aligned, reorder)
         if kind == "N-R" and lines == 0:
             continue
-        cpu = fit["cpu_a"] * lines ** fit["cpu_b"] if kind != "fixed" else fit["cpu_a"]
-        total += cpu / parallelism(code, cores, folds)
+        total += step_cpu(fit, lines) / parallelism(code, cores, folds)
     return total
 
 
@@ -312,8 +346,11 @@ def fits_of(records: list[dict]) -> dict[str, dict]:
             continue
         cpu_a, cpu_b = power_fit(xs, [max(c["cpu"], 0.01) for _, c in points])
         _, wall_b = power_fit(xs, [max(c["wall"], 0.01) for _, c in points])
-        fits[step] = {"kind": kind, "cpu_a": cpu_a, "cpu_b": cpu_b, "wall_b": wall_b,
-                      "peak_rss": [c["peak_rss"] for _, c in points]}
+        cpu_c, cpu_m = linear_fit(xs, [c["cpu"] for _, c in points])
+        rss_c, rss_m = linear_fit(xs, [float(c["peak_rss"]) for _, c in points])
+        fits[step] = {"kind": kind, "cpu_a": cpu_a, "cpu_b": cpu_b, "wall_b": wall_b, "cpu_c": cpu_c,
+                      "cpu_m": cpu_m, "peak_rss": [c["peak_rss"] for _, c in points], "rss_c": rss_c,
+                      "rss_m": rss_m}
     return fits
 
 
@@ -326,8 +363,10 @@ def report(records: list[dict], folds: int) -> dict:
     sizes = [r["lines"] for r in records]
     fits = fits_of(records)
     print(f"\nper step: CPU seconds / peak memory (MB) at {', '.join(map(str, sizes))} training pairs; "
-          f"growth exponent b of CPU time ~ lines^b (1 = linear), lines = what the step works on")
-    print(f"{'step':34} {'lines':>6} " + " ".join(f"{s:>16}" for s in sizes) + f" {'b (CPU)':>8} {'b (wall)':>8}")
+          f"growth exponent b of CPU time ~ lines^b (1 = linear), lines = what the step works on; CPU-s per "
+          f"1,000 lines: the straight line's slope")
+    print(f"{'step':34} {'lines':>6} " + " ".join(f"{s:>16}" for s in sizes)
+          + f" {'b (CPU)':>8} {'b (wall)':>8} {'s/1k':>6}")
     for step, fit in fits.items():
         cells = []
         for r in records:
@@ -338,7 +377,8 @@ def report(records: list[dict], folds: int) -> dict:
             else "*"
         b = "const" if fit["kind"] == "fixed" else f"{fit['cpu_b']:7.2f}{small}"
         wb = "" if fit["kind"] == "fixed" else f"{fit['wall_b']:8.2f}"
-        print(f"{step[:34]:34} {fit['kind']:>6} " + " ".join(cells) + f" {b:>8} {wb:>8}")
+        per_k = "" if fit["kind"] == "fixed" else f"{1000 * fit['cpu_m']:6.2f}"
+        print(f"{step[:34]:34} {fit['kind']:>6} " + " ".join(cells) + f" {b:>8} {wb:>8} {per_k:>6}")
     print("* under 10 CPU seconds at the largest size: start-up weighs, the exponent is no growth figure")
     print("one epoch of data loading (XL task, every batch collated): "
           + ", ".join(f"{r['lines']}: {r['epoch']['cpu']:.1f} CPU-s, {r['epoch']['peak_rss'] / 2**20:.0f} MB"
@@ -354,7 +394,15 @@ def report(records: list[dict], folds: int) -> dict:
             seconds = extrapolate(fits, pairs, cores, folds)
             extrapolated[f"{name}, {cores} cores"] = round(seconds)
             print(f"  {name} ({pairs:,} pairs) on {cores:2d} cores: {hours(seconds)}")
-    return {"fits": fits, "extrapolated_seconds": extrapolated}
+    memory = {}
+    print("\nextrapolated peak memory (the process tree of each step with the measured --workers; linear in the "
+          "lines a step works on where it grew, otherwise as measured); the largest steps:")
+    for name, pairs in TARGETS.items():
+        peaks = extrapolate_memory(fits, pairs)
+        memory[name] = {step: round(peak / 2**20) for step, peak in peaks.items()}
+        top = sorted(peaks.items(), key=lambda item: -item[1])[:5]
+        print(f"  {name} ({pairs:,} pairs): " + ", ".join(f"{step} {peak / 2**30:.1f} GB" for step, peak in top))
+    return {"fits": fits, "extrapolated_seconds": extrapolated, "extrapolated_peak_mb": memory}
 
 
 def main(argv: list[str] | None = None) -> int:

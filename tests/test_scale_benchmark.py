@@ -65,6 +65,22 @@ def test_power_fit_and_extrapolation_with_the_recipes_caps():
     assert two == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 2 + 5.0 / 2)
     many = scale.extrapolate(fits, 4_500_000, 32, 3)
     assert many == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 32 + 5.0 / 32)
+    # a step measured mostly as start-up (a power below 1) keeps its measured cost per line
+    startup = {"kind": "N", "cpu_a": 1.0, "cpu_b": 0.5, "cpu_c": 5.0, "cpu_m": 1e-3}
+    assert scale.step_cpu(startup, 4_500_000) == pytest.approx(5.0 + 4500.0)
+    assert scale.step_cpu({**startup, "cpu_m": -1.0}, 10_000) == pytest.approx(100.0)  # the power law then
+
+
+def test_memory_extrapolation_is_linear_where_a_step_grew_and_flat_where_it_did_not():
+    assert scale.linear_fit([1e4, 2e4, 5e4], [110.0, 120.0, 150.0]) == (pytest.approx(100.0), pytest.approx(1e-3))
+    mb = 2**20
+    fits = {"align (train+test)": {"kind": "A", "peak_rss": [100 * mb, 200 * mb], "rss_c": 0.0, "rss_m": 0.01 * mb},
+            "positions train": {"kind": "N", "peak_rss": [90 * mb, 80 * mb], "rss_c": 100.0 * mb, "rss_m": -1.0},
+            "reorder test": {"kind": "fixed", "peak_rss": [50 * mb, 60 * mb], "rss_c": 0.0, "rss_m": 5.0}}
+    peaks = scale.extrapolate_memory(fits, 4_500_000)
+    # the alignment grows with its 1M capped lines; positions did not grow (as measured); test is one size
+    assert peaks == {"align (train+test)": pytest.approx(1e4 * mb), "positions train": 90 * mb,
+                     "reorder test": 60 * mb}
 
 
 def test_tree_sampler_counts_a_child_and_its_memory():
