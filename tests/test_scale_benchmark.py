@@ -99,3 +99,25 @@ def test_write_corpus_makes_every_split(tmp_path):
     counts = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in tmp_path.iterdir()}
     assert counts == {"train.en": 300, "train.ja": 300, "valid.en": 200, "valid.ja": 200,
                       "test.en": 1000, "test.ja": 1000}
+
+
+def test_step_memory_inputs_repeat_the_work_directorys_files(tmp_path):
+    import step_memory
+    assert step_memory.repeated(["a", "b", "c", "d"], 2.5) == ["a", "b", "c", "d"] * 2 + ["a", "b"]
+    work = tmp_path / "work"
+    files = {"tok/train.en": ["a b", "c d e", "f"], "tok/train.ja": ["x", "y z", "w"],
+             "reorder/train.order": ["1 0", "0 2 1", "0"], "reorder/train.src": ["a b", "c d e"],
+             "reorder/train.align": ["0-0 1-0", "0-1"], "reorder/align-input.en": ["a b", "c d e", "f"],
+             "reorder/align-input.ja": ["x", "y z", "w"]}
+    for name, lines in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    made = step_memory.make_inputs(work, tmp_path / "in", 2, align_lines=1)
+    read = lambda key: Path(made[key]).read_text(encoding="utf-8").splitlines()  # noqa: E731
+    assert read("src") == files["tok/train.en"] * 2 and read("order") == files["reorder/train.order"] * 2
+    assert read("oracle_src") == files["reorder/train.src"] * 2 and read("align") == files["reorder/train.align"] * 2
+    assert read("align_src") == ["a b", "c d e"] and made["lines"] == "6" and made["align_lines"] == "2"
+    # every step's command reads these inputs and writes under the output directory
+    commands = step_memory.step_commands(work, made, tmp_path / "out")
+    assert set(commands) == {"reorder", "positions", "spm-encode", "oracle", "clean", "align"}
+    assert all(str(tmp_path / "out") in " ".join(c) for c in commands.values())
