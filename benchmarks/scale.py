@@ -55,6 +55,9 @@ HELD_LINES = 4_000          # the last Tanaka training lines: valid and test are
 SPLIT_PAIRS = {"valid": 200, "test": 1000}
 MEDIAN_WORDS, SIGMA, MAX_WORDS = 21.0, 0.6, 250
 WMT_ALIGN_LINES, WMT_REORDER_LINES = 1_000_000, 100_000   # the WMT recipes' ALIGN_LINES, REORDER_TRAIN_LINES
+# sentencepiece trains on a sample of 2M sentences of both sides (sentencepiece_model.train_model's
+# input_sentence_size): 1M pairs' worth; it reads the rest of the corpus only to draw the sample
+SPM_SAMPLE_PAIRS = 1_000_000
 TARGETS = {"WMT14 En-De": 4_500_000, "WMT17 Zh-En": 20_000_000}
 CORES = (2, 32)
 # Steps whose completion records are written inside another step's interval (the jackknife's folds run in
@@ -206,7 +209,8 @@ STEP_KINDS: list[tuple[str, str, str]] = [  # the first match decides
     (r"^(jackknife rest source|reorder train rest)", "N-R", "W"),
     (r"^(positions|spm-encode) train", "N", "W"),
     (r"^data-bin", "N", "W"),
-    (r"^(check input|reorder train|spm-train)", "N", "1"),
+    (r"^spm-train", "S", "1"),
+    (r"^(check input|reorder train)", "N", "1"),
 ]
 
 
@@ -218,7 +222,7 @@ def step_kind(step: str) -> tuple[str, str]:
 
 
 def lines_of(kind: str, n: int, aligned: int, reorder: int) -> int:
-    return {"A": aligned, "R": reorder, "N-R": n - reorder, "N": n, "fixed": 1}[kind]
+    return {"A": aligned, "R": reorder, "N-R": n - reorder, "N": n, "S": min(n, SPM_SAMPLE_PAIRS), "fixed": 1}[kind]
 
 
 def power_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:

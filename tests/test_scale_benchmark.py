@@ -65,6 +65,8 @@ def test_power_fit_and_extrapolation_with_the_recipes_caps():
     assert two == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 2 + 5.0 / 2)
     many = scale.extrapolate(fits, 4_500_000, 32, 3)
     assert many == pytest.approx(1e-3 * 1e6 / 2 + 1e-2 * 1e5 + 1e-4 * 4.5e6 / 32 + 5.0 / 32)
+    # sentencepiece trains on its sample of 1M pairs' sentences, whatever the corpus
+    assert scale.lines_of(scale.step_kind("spm-train")[0], 4_500_000, 10**6, 10**5) == scale.SPM_SAMPLE_PAIRS
     # a step measured mostly as start-up (a power below 1) keeps its measured cost per line
     startup = {"kind": "N", "cpu_a": 1.0, "cpu_b": 0.5, "cpu_c": 5.0, "cpu_m": 1e-3}
     assert scale.step_cpu(startup, 4_500_000) == pytest.approx(5.0 + 4500.0)
