@@ -7,7 +7,8 @@ from ``{split}.{S}-{T}.{S}`` in the data-bin).  Output: a fairseq mmap indexed d
 sentence; both files are written under temporary names and renamed only when every line is valid.
 
 The file names are the contract between this step and the plugin's dataset (`xlpos.data.xl_positions_dataset`
-imports them from here). fairseq is imported only when a file is binarized: this package never imports the plugin.
+imports them from here). fairseq's default format is written and read by `mmap_dataset`, without fairseq; fairseq
+is imported only for a data-bin in one of its other formats. This package never imports the plugin.
 """
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ import numpy as np
 from tqdm import tqdm
 
 from .io import InputError, count_lines, declare_files, iter_lines, remove_stale_temporaries, writer_tag
+from .mmap_dataset import MMapDatasetWriter, is_mmap_dataset, read_sizes, smallest_index_dtype
 
 logger = logging.getLogger(__name__)
 
 EPILOG = """examples:
   # after fairseq-preprocess --source-lang en --target-lang ja --destdir data-bin ...
   xlpos-prep binarize --xlpos train.xlpos --data-bin data-bin --split train --source-lang en --target-lang ja
-  xlpos-prep binarize --xlpos valid.xlpos --data-bin data-bin --split valid -s en -t ja
+  xlpos-prep binarize --xlpos valid.xlpos test.xlpos --data-bin data-bin --split valid test -s en -t ja
   # writes data-bin/train.en-ja.xlpos.bin and .idx, read by fairseq-train --task translation_xlpos
 """
 
@@ -43,12 +45,15 @@ def xl_positions_prefix(data_bin: str, split: str, source_lang: str, target_lang
 def source_tokens_prefix(data_bin: str, split: str, source_lang: str, target_lang: str) -> Optional[str]:
     """Prefix of the binarized source tokens of a split (``{split}.{S}-{T}.{S}``, or the ``{T}-{S}`` order that
     fairseq also accepts), or None when neither exists."""
-    from fairseq.data import indexed_dataset
-
     for pair in (f"{source_lang}-{target_lang}", f"{target_lang}-{source_lang}"):
         prefix = os.path.join(data_bin, f"{split}.{pair}.{source_lang}")
-        if indexed_dataset.dataset_exists(prefix, impl=indexed_dataset.infer_dataset_impl(prefix)):
+        if is_mmap_dataset(prefix):  # fairseq-preprocess's default format, read without fairseq
             return prefix
+        if os.path.exists(prefix + ".idx") or os.path.exists(prefix):  # another of fairseq's formats
+            from fairseq.data import indexed_dataset
+
+            if indexed_dataset.dataset_exists(prefix, impl=indexed_dataset.infer_dataset_impl(prefix)):
+                return prefix
     return None
 
 
@@ -91,13 +96,15 @@ def parse_positions(line: str, path: str, line_no: int, expected: int) -> np.nda
 
 
 def _source_sizes(data_bin: str, split: str, source_lang: str, target_lang: str) -> tuple[str, np.ndarray]:
-    from fairseq.data import Dictionary, indexed_dataset
-
     prefix = source_tokens_prefix(data_bin, split, source_lang, target_lang)
     if prefix is None:
         expected = os.path.join(data_bin, f"{split}.{source_lang}-{target_lang}.{source_lang}")
         raise FileNotFoundError(f"{expected}.bin/.idx not found: run fairseq-preprocess for split '{split}' "
                                 f"(--source-lang {source_lang} --target-lang {target_lang}) first")
+    if is_mmap_dataset(prefix):
+        return prefix, read_sizes(prefix)
+    from fairseq.data import Dictionary, indexed_dataset
+
     impl = indexed_dataset.infer_dataset_impl(prefix)
     dictionary = None
     if impl == "raw":
@@ -110,9 +117,6 @@ def _source_sizes(data_bin: str, split: str, source_lang: str, target_lang: str)
 def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lang: str, target_lang: str,
                           progress: bool = True) -> BinarizeSummary:
     """Validate every line of `xlpos_path` and write ``{split}.{S}-{T}.xlpos.{bin,idx}`` into `data_bin`."""
-    import torch
-    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder, best_fitting_int_dtype
-
     source_prefix, source_sizes = _source_sizes(data_bin, split, source_lang, target_lang)
     source_name = source_prefix + ".bin"
     n_lines = count_lines(xlpos_path)  # the lines themselves are streamed below: a corpus is never held
@@ -123,33 +127,31 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
         raise InputError(xlpos_path, len(source_sizes) + 1, f"extra line: {source_name} has only "
                                                             f"{len(source_sizes)} sentences")
     max_position = int(source_sizes.max()) - 1 if len(source_sizes) else 0
-    dtype = best_fitting_int_dtype(max_position)
+    dtype = smallest_index_dtype(max_position)
     prefix = xl_positions_prefix(data_bin, split, source_lang, target_lang)
     for ext in (".bin", ".idx"):  # those of a killed run (the pid in the name is dead)
         remove_stale_temporaries(data_bin, f".{os.path.basename(prefix)}{ext}.", ".tmp")
     temps: list[str] = []
-    builder = None
     try:
-        # Unique temp names in the target directory (so the final rename is atomic), created by the builder
-        # itself so the files get the usual permissions (mkstemp would make them owner-only).
+        # Unique temp names in the target directory (so the final rename is atomic), created with open() so the
+        # files get the usual permissions (mkstemp would make them owner-only).
         tag = f"{writer_tag()}.{secrets.token_hex(4)}"
         temps = [os.path.join(data_bin, f".{os.path.basename(prefix)}{ext}.{tag}.tmp") for ext in (".bin", ".idx")]
-        builder = MMapIndexedDatasetBuilder(temps[0], dtype=dtype)
         total = 0
-        for line_no, (line, size) in enumerate(
-                tqdm(zip(iter_lines(xlpos_path), source_sizes), total=n_lines,
-                     desc=f"binarize {os.path.basename(xlpos_path)}", unit=" sent", file=sys.stderr,
-                     disable=not progress), 1):
-            positions = parse_positions(line, xlpos_path, line_no, int(size) - 1)
-            builder.add_item(torch.from_numpy(positions))
-            total += len(positions)
-        builder.finalize(temps[1])
+        with open(temps[0], "wb") as data:
+            writer = MMapDatasetWriter(data, dtype)
+            for line_no, (line, size) in enumerate(
+                    tqdm(zip(iter_lines(xlpos_path), source_sizes), total=n_lines,
+                         desc=f"binarize {os.path.basename(xlpos_path)}", unit=" sent", file=sys.stderr,
+                         disable=not progress), 1):
+                positions = parse_positions(line, xlpos_path, line_no, int(size) - 1)
+                writer.add(positions)
+                total += len(positions)
+        with open(temps[1], "wb") as index:
+            writer.finish(index)
         os.replace(temps[0], prefix + ".bin")
         os.replace(temps[1], prefix + ".idx")
     except BaseException:
-        if builder is not None:  # fairseq's builder has no close(); its file must not outlive the temp name
-            with contextlib.suppress(Exception):
-                builder._data_file.close()
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -161,17 +163,33 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
 
 
 def _run(args: argparse.Namespace) -> Optional[int]:
-    binarize_xl_positions(args.xlpos, args.data_bin, args.split, args.source_lang, args.target_lang,
-                          progress=not args.no_progress)
+    pairs = split_files(args.split, args.xlpos)
+    # Every split in this one process: each run of the command pays fairseq's import (seconds) once.
+    for split, xlpos_path in pairs:
+        binarize_xl_positions(xlpos_path, args.data_bin, split, args.source_lang, args.target_lang,
+                              progress=not args.no_progress)
     return 0
 
 
+def split_files(splits: list[str], xlpos_paths: list[str]) -> list[tuple[str, str]]:
+    """--split and --xlpos paired in order; a count mismatch or a split named twice is a ValueError."""
+    if len(splits) != len(xlpos_paths):
+        raise ValueError(f"--split names {len(splits)} split(s) but --xlpos gives {len(xlpos_paths)} file(s): "
+                         "give one file per split, in the same order")
+    twice = sorted({s for s in splits if splits.count(s) > 1})
+    if twice:
+        raise ValueError(f"--split names {twice[0]!r} twice")
+    return list(zip(splits, xlpos_paths))
+
+
 def configure_binarize(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--xlpos", required=True, metavar="FILE",
-                        help="XL positions: one line per sentence, one integer per source piece (no EOS)")
+    parser.add_argument("--xlpos", required=True, nargs="+", metavar="FILE",
+                        help="XL positions: one line per sentence, one integer per source piece (no EOS); one "
+                             "file per --split, in the same order")
     parser.add_argument("--data-bin", required=True, metavar="DIR",
                         help="fairseq-preprocess output directory holding {split}.{S}-{T}.{S}.bin/.idx")
-    parser.add_argument("--split", required=True, help="split name as binarized by fairseq (train, valid, test, ...)")
+    parser.add_argument("--split", required=True, nargs="+", metavar="SPLIT",
+                        help="split name(s) as binarized by fairseq (train, valid, test, ...)")
     parser.add_argument("-s", "--source-lang", required=True, metavar="S", help="source language code")
     parser.add_argument("-t", "--target-lang", required=True, metavar="T", help="target language code")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -181,5 +199,8 @@ def configure_binarize(parser: argparse.ArgumentParser) -> None:
 
 
 def _outputs(args: argparse.Namespace) -> list[tuple[str, str]]:
-    prefix = xl_positions_prefix(args.data_bin, args.split, args.source_lang, args.target_lang)
-    return [("the binarized positions", prefix + ext) for ext in (".bin", ".idx")]
+    # (checked here, before the files: a split named twice would otherwise read as two outputs on one file)
+    splits = [split for split, _ in split_files(args.split, args.xlpos)]
+    return [(f"the binarized positions of {split}", xl_positions_prefix(args.data_bin, split, args.source_lang,
+                                                                        args.target_lang) + ext)
+            for split in splits for ext in (".bin", ".idx")]

@@ -1020,9 +1020,8 @@ def oracle_data_bin(steps: Steps, cfg: PrepareConfig, layout: Layout) -> float |
                                 "--oracle", layout.path("oracle", split), "--spm", spm_model,
                                 "--out", layout.oracle_xlpos(split), "--workers", str(cfg.workers)),
                        logs / "positions.log", verbose=cfg.verbose)
-            run_logged(prep_cmd("binarize", "--xlpos", layout.oracle_xlpos(split), "--data-bin", tmp, "--split", split,
-                                "--source-lang", s, "--target-lang", t, "--no-progress"),
-                       logs / "preprocess.log", verbose=cfg.verbose)
+        binarize_positions(tmp, {split: layout.oracle_xlpos(split) for split in splits}, s, t, logs / "preprocess.log",
+                           cfg.verbose)
         os.replace(tmp, dest)
 
     return steps.step("data-bin-oracle", [dest], make, settings={"splits": list(splits)},
@@ -1044,12 +1043,18 @@ def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, wo
     log(f"fairseq-preprocess -> {dest}")
     run_logged([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt, *args,
                 "--destdir", tmp, "--workers", str(workers)], log_path, verbose=verbose)
-    for split, path in xlpos.items():
-        run_logged(prep_cmd("binarize", "--xlpos", path, "--data-bin", tmp, "--split", split, "--source-lang", src,
-                            "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)
+    binarize_positions(tmp, xlpos, src, tgt, log_path, verbose)
     if os.path.exists(dest):
         shutil.rmtree(dest)
     os.replace(tmp, dest)
+
+
+def binarize_positions(data_bin: str, xlpos: dict, src: str, tgt: str, log_path: Path, verbose: bool) -> None:
+    """`xlpos-prep binarize` of every split's XL positions (`xlpos`: split -> .xlpos file) into `data_bin`, in one
+    process: each process pays fairseq's import."""
+    if xlpos:
+        run_logged(prep_cmd("binarize", "--xlpos", *xlpos.values(), "--split", *xlpos, "--data-bin", data_bin,
+                            "--source-lang", src, "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)
 
 
 # ------------------------------------------------------------------------------------------------ CLI: prepare

@@ -194,7 +194,7 @@ def test_binarize_into_its_own_input_is_refused(work, capsys):
     victim = data_bin / "test.src-tgt.xlpos.bin"
     victim.write_text("0 1 2\n")
     refused(["binarize", "--xlpos", victim, "--data-bin", data_bin, "--split", "test", "-s", "src", "-t", "tgt"],
-            work, capsys, str(victim), "the binarized positions is also the input --xlpos")
+            work, capsys, str(victim), "the binarized positions of test is also the input --xlpos")
 
 
 def test_text_step_output_that_is_its_input_is_refused(work):

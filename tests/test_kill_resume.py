@@ -63,7 +63,8 @@ KILL_POINTS = [
     ("positions", lambda w: (w / "spm" / "spm.model.done").exists(), 0.3),
     # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
     ("fairseq-preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.5),
-    ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.2),
+    # (one process binarizes every split, in milliseconds here: killed as soon as its first file appears)
+    ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.0),
     # (fairseq's own lines in its log, not the save and output directories: a run takes their lock, which makes
     # them, before fairseq starts)
     ("fairseq-train", lambda w: fairseq_logged(w / "checkpoints" / "xl-input" / "train.log", "fairseq_cli.train"),

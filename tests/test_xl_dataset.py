@@ -1,6 +1,8 @@
 """XL positions in batches (shifting, padding, fairseq's sorted collation) and their binarization."""
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -220,3 +222,62 @@ def test_cli_reports_one_line_error(tmp_path, capsys):
     assert code == 1
     assert err[-1].startswith(f"xlpos-prep binarize: error: {xlpos}:2: position 0 appears 2 times")
     assert leftovers(data_bin) == []
+
+
+def test_cli_binarizes_several_splits_in_one_run_and_pairs_them_in_order(tmp_path, capsys):
+    data_bin = tmp_path / "bin"
+    write_source_tokens(data_bin, "train", [2, 1])
+    write_source_tokens(data_bin, "valid", [3])
+    (tmp_path / "train.xlpos").write_text("1 0\n0\n")
+    (tmp_path / "valid.xlpos").write_text("2 0 1\n")
+    args = ["binarize", "--xlpos", str(tmp_path / "train.xlpos"), str(tmp_path / "valid.xlpos"),
+            "--data-bin", str(data_bin), "-s", "en", "-t", "ja", "--no-progress"]
+    # a file short of its split, a split named twice: one line naming the option, nothing written
+    for splits, message in ((["train"], "--split names 1 split(s) but --xlpos gives 2 file(s)"),
+                            (["train", "train"], "--split names 'train' twice")):
+        assert xlpos_prep([*args, "--split", *splits]) == 1
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"xlpos-prep binarize: error: {message}")
+        assert leftovers(data_bin) == []
+    assert xlpos_prep([*args, "--split", "train", "valid"]) == 0
+    read = {split: MMapIndexedDataset(str(data_bin / f"{split}.en-ja.xlpos")) for split in ("train", "valid")}
+    assert [read["train"][i].tolist() for i in range(2)] == [[1, 0], [0]]
+    assert read["valid"][0].tolist() == [2, 0, 1]
+
+
+def test_mmap_writer_writes_fairseqs_bytes_and_reads_its_sizes(tmp_path):
+    from xlpos_prep.mmap_dataset import MMapDatasetWriter, read_sizes, smallest_index_dtype
+
+    items = [[3, 0, 2, 1], [], [0], list(range(70000))[::-1]]
+    for dtype in (np.uint16, np.uint32, np.int64):
+        kept = [i for i in items if not i or max(i) < np.iinfo(dtype).max]
+        theirs = MMapIndexedDatasetBuilder(str(tmp_path / "theirs.bin"), dtype=dtype)
+        for item in kept:
+            theirs.add_item(torch.tensor(item, dtype=torch.int64))
+        theirs.finalize(str(tmp_path / "theirs.idx"))
+        with open(tmp_path / "ours.bin", "wb") as data, open(tmp_path / "ours.idx", "wb") as index:
+            ours = MMapDatasetWriter(data, dtype)
+            for item in kept:
+                ours.add(np.array(item, dtype=np.int64))
+            ours.finish(index)
+        for ext in (".bin", ".idx"):
+            assert (tmp_path / f"ours{ext}").read_bytes() == (tmp_path / f"theirs{ext}").read_bytes(), (dtype, ext)
+        assert read_sizes(str(tmp_path / "theirs")).tolist() == [len(i) for i in kept]
+    assert [smallest_index_dtype(v) for v in (0, 65499, 65500, 2**32)] == [np.uint16, np.uint16, np.uint32, np.int64]
+    (tmp_path / "bad.idx").write_bytes(b"TNTIDX\x00\x00" + bytes(20))
+    with pytest.raises(ValueError, match="bad.idx: not a fairseq mmap index"):
+        read_sizes(str(tmp_path / "bad"))
+
+
+def test_binarize_of_a_default_data_bin_does_not_import_fairseq(tmp_path):
+    """fairseq's import costs seconds in every process that pays it: binarizing fairseq-preprocess's default
+    format needs none of it."""
+    data_bin = tmp_path / "bin"
+    write_source_tokens(data_bin, "train", [2])
+    (tmp_path / "train.xlpos").write_text("1 0\n")
+    script = ("import sys; from xlpos_prep.cli import main; "
+              f"code = main(['binarize', '--xlpos', {str(tmp_path / 'train.xlpos')!r}, '--data-bin', "
+              f"{str(data_bin)!r}, '--split', 'train', '-s', 'en', '-t', 'ja']); "
+              "sys.exit(code or 3 * any(m == 'fairseq' or m.startswith('fairseq.') for m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert MMapIndexedDataset(str(data_bin / "train.en-ja.xlpos"))[0].tolist() == [1, 0]
