@@ -38,6 +38,9 @@ TINY = {
     # 2**18 hashed rows instead of the default 2**22: these corpora have a few hundred sentences, and the default's
     # ~800 MB of weights (and the time to allocate and save them) is most of a tiny reorderer's cost
     "REORDER_ARGS": "--hash-bits 18",
+    # one reorderer, not the jackknife's K more: the Tanaka run keeps the pipeline's default, test_jackknife.py
+    # tests the folds themselves
+    "JACKKNIFE": "1",
 }
 
 
@@ -146,11 +149,12 @@ def test_tanaka_without_test_split_holds_out_and_averages_epochs(tmp_path):
         write(data / f"dev.{lang}", head(enja.parent / f"dev.{lang}", 30))
     work = tmp_path / "work"
     env = {**TINY, "DATA": str(data), "WORK": str(work), "TEST_HOLDOUT": "40", "SYSTEMS": "xl-input",
-           "AVG_LAST": "2", "SPM_VOCAB": "1000",
+           "AVG_LAST": "2", "SPM_VOCAB": "1000", "JACKKNIFE": "",  # the pipeline's default
            # 3 epochs of 1-2 updates: epoch checkpoints 1-3, the last 2 kept and averaged
            "MAX_TOKENS": "20000", "MAX_UPDATE": "100", "TRAIN_ARGS": "--max-epoch 3"}
     out = check_ok(run_recipe("tanaka_ja_en.sh", env))
     assert "the last 40 training pairs are the test set" in out
+    assert json.loads((work / "prepare.json").read_text())["jackknife"] > 1
     assert (work / "tok" / "test.ja").read_text().splitlines() == head(enja.with_suffix(".ja"), 40, start=260)
     assert len((work / "tok" / "train.ja").read_text().splitlines()) == 260
     assert_average_of(work / "checkpoints" / "xl-input" / "checkpoint.avg2.pt",
