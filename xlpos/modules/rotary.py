@@ -11,7 +11,8 @@ from torch import Tensor
 
 
 def rotary_cos_sin(positions: Tensor, head_dim: int, base: float = 10000.0, dtype: torch.dtype | None = None) -> Tensor:
-    """Rotation table for ``positions`` (B x T): a 2 x B x 1 x T x head_dim/2 tensor (cos, sin).
+    """Rotation table for ``positions`` (B x T): a 2 x B x 1 x T x head_dim tensor, (cos, cos) and (-sin, sin) of
+    the angles, each over the two halves of a head's channels (the form :func:`apply_rotary` multiplies by).
 
     The angles are computed in float32 (positions up to a few thousand keep full precision there) and the result
     is cast to ``dtype`` (default float32).  The singleton axis broadcasts over heads.
@@ -21,14 +22,18 @@ def rotary_cos_sin(positions: Tensor, head_dim: int, base: float = 10000.0, dtyp
     half = head_dim // 2
     inv_freq = base ** (-torch.arange(half, device=positions.device, dtype=torch.float32) * 2.0 / head_dim)
     angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # B x T x half
-    table = torch.stack([angles.cos(), angles.sin()]).unsqueeze(2)  # 2 x B x 1 x T x half
+    cos, sin = angles.cos(), angles.sin()
+    table = torch.stack([torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)]).unsqueeze(2)
     return table.to(dtype or torch.float32)
 
 
 def apply_rotary(x: Tensor, cos_sin: Tensor) -> Tensor:
-    """Rotate ``x`` (B x H x T x head_dim) by a table from :func:`rotary_cos_sin` (broadcast over H)."""
+    """Rotate ``x`` (B x H x T x head_dim) by a table from :func:`rotary_cos_sin` (broadcast over H): channel pair
+    (x1[i], x2[i]) of the two halves becomes (x1 cos - x2 sin, x2 cos + x1 sin)."""
     # In the activations' dtype: under --amp, q/k are half while the table was built in float32, and a float32
     # table would silently promote the rotation (and the attention after it) to float32.
     cos, sin = cos_sin[0].to(x.dtype), cos_sin[1].to(x.dtype)
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    # (x2, x1) in one op; with the table's (cos, cos) and (-sin, sin) this is four element-wise ops in all, where
+    # splitting x and joining the halves again takes eight, each with its backward pass
+    swapped = x.unflatten(-1, (2, -1)).flip(-2).flatten(-2)
+    return x * cos + swapped * sin

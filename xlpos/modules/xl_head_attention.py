@@ -58,9 +58,14 @@ class XLHeadSelfAttention(MultiheadAttention):
         std_part = F.linear(std_input, weight[rows:], None if bias is None else bias[rows:])
         return torch.cat([xl_part, std_part], dim=-1)
 
-    def _rotate(self, x: Tensor, rotary_xl: Tensor, rotary_abs: Tensor) -> Tensor:
-        k = self.xl_heads
-        return torch.cat([apply_rotary(x[:, :k], rotary_xl), apply_rotary(x[:, k:], rotary_abs)], dim=1)
+    def _head_rotations(self, rotary_xl: Tensor, rotary_abs: Tensor) -> Tensor:
+        """One rotation table for all heads (2 x B x H x T x head_dim/2): the XL heads' rows from `rotary_xl`, the
+        others' from `rotary_abs`. Queries and keys are then rotated in one pass each; the tables need no
+        gradient, so joining them costs less than splitting and re-joining the heads of q and k."""
+        k, rest = self.xl_heads, self.num_heads - self.xl_heads
+        if not rest:
+            return rotary_xl
+        return torch.cat([rotary_xl.expand(-1, -1, k, -1, -1), rotary_abs.expand(-1, -1, rest, -1, -1)], dim=2)
 
     def forward(
         self,
@@ -135,8 +140,8 @@ class XLHeadSelfAttention(MultiheadAttention):
         if (rotary_xl is None) != (rotary_abs is None):
             raise ValueError("rotary_xl and rotary_abs must be given together")
         if rotary_xl is not None:
-            q = self._rotate(q, rotary_xl, rotary_abs)
-            k = self._rotate(k, rotary_xl, rotary_abs)
+            rotations = self._head_rotations(rotary_xl, rotary_abs)
+            q, k = apply_rotary(q, rotations), apply_rotary(k, rotations)
 
         mask: Optional[Tensor] = None
         if key_padding_mask is not None:
