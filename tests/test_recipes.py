@@ -111,9 +111,10 @@ def assert_average_of(averaged: Path, inputs: list[Path]) -> None:
 
 
 # -------------------------------------------------------------------------------------------- end to end (slow)
-def test_quickstart_synthetic_all_systems_and_resume(tmp_path):
+def test_quickstart_synthetic_baseline_and_rope_and_resume(tmp_path):
     work = tmp_path / "qs"
-    systems = ["baseline", "xl-input", "xl-head", "xl-rope"]
+    # (xl-input and xl-head run in the Tanaka, WAT17 and WMT14 tests: each system costs two fairseq start-ups)
+    systems = ["baseline", "xl-rope"]
     env = {**TINY, "WORK": str(work), "SYNTH_TRAIN": "300", "SYNTH_VALID": "30", "SYNTH_TEST": "40",
            "SYSTEMS": " ".join(systems), "MAX_UPDATE": "2"}
     out = check_ok(run_recipe("quickstart.sh", env))
