@@ -27,14 +27,15 @@ cached in --work; or any data-bin with .xlpos files (--data-bin, --source-lang, 
     taskset -c 1 python benchmarks/train_throughput.py --size small --max-update 60 --rounds 2     # a quick look
     taskset -c 1 python benchmarks/train_throughput.py --size tiny --max-update 400 --rounds 6     # quiet machine
     python benchmarks/train_throughput.py --size base --fp16 --max-update 300 --rounds 3            # on a GPU
+    python benchmarks/train_throughput.py --paired 0,1 --size tiny --max-update 300 --rounds 6     # 2 idle cores
     python benchmarks/train_throughput.py --profile input:gated --size tiny --max-update 200       # where time goes
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
-import resource
 import shlex
 import statistics
 import subprocess
@@ -88,6 +89,7 @@ class RunResult:
     steady_seconds: float
     log: str
     steady_cpu_seconds: float = float("nan")
+    pair: str = ""  # --paired: the XL mode of the pair this run belongs to (both runs of a pair carry it)
 
     @property
     def steady_wps(self) -> float:
@@ -162,24 +164,29 @@ def child_env(opts: argparse.Namespace) -> dict:
     return env
 
 
-def run_once(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Path) -> RunResult:
-    log_path = log_dir / f"{mode.replace(':', '-')}.round{round_index}.log"
+def run_once(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Path, core: int | None = None,
+             pair: str = "") -> RunResult:
+    """One fairseq-train run of `mode`; on CPU core `core` alone (its data-loader workers too) when given."""
+    suffix = f".pair-{pair.replace(':', '-')}" if pair else ""
+    log_path = log_dir / f"{mode.replace(':', '-')}.round{round_index}{suffix}.log"
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
     with tempfile.TemporaryDirectory(prefix="xlpos-throughput-") as save_dir:
         cmd = fairseq_command(opts, mode, Path(save_dir), opts.num_workers)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         cpu_at_first_log = None
         with open(log_path, "w", encoding="utf-8") as log:
             log.write("$ " + shlex.join(cmd) + "\n")
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env(opts),
-                                    cwd=REPO, text=True, errors="replace")
+                                    cwd=REPO, text=True, errors="replace", preexec_fn=pin)
             for line in proc.stdout:
                 log.write(line)
                 if cpu_at_first_log is None and " | train_inner | " in line:
                     cpu_at_first_log = tree_cpu_seconds(proc.pid)
-            proc.wait()
+            # this child's own resource use (with the workers it reaped), not that of all children: under --paired
+            # two runs end side by side
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     if proc.returncode != 0:
         sys.stderr.write("".join(text.splitlines(True)[-30:]))
@@ -189,10 +196,20 @@ def run_once(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Pat
         raise SystemExit(f"{log_path}: {len(records)} train_inner lines; give --max-update at least twice "
                          f"--log-interval ({opts.log_interval})")
     tokens, seconds, _ = steady_figures(records)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    cpu = usage.ru_utime + usage.ru_stime
     steady_cpu = cpu - cpu_at_first_log if cpu_at_first_log is not None else float("nan")
     return RunResult(mode, round_index, wall, cpu, int(records[-1]["num_updates"]), tokens, seconds, str(log_path),
-                     steady_cpu)
+                     steady_cpu, pair)
+
+
+def run_pair(opts: argparse.Namespace, mode: str, round_index: int, log_dir: Path,
+             cores: tuple[int, int]) -> tuple[RunResult, RunResult]:
+    """vanilla on cores[0] and `mode` on cores[1], at the same time: whatever state the machine is in (load,
+    clock, caches), both runs meet it."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        base = pool.submit(run_once, opts, "vanilla", round_index, log_dir, cores[0], mode)
+        own = pool.submit(run_once, opts, mode, round_index, log_dir, cores[1], mode)
+        return base.result(), own.result()
 
 
 def ratio_summary(values: list[float]) -> str:
@@ -202,13 +219,13 @@ def ratio_summary(values: list[float]) -> str:
 
 
 def summarize(results: list[RunResult], modes: list[str]) -> dict:
-    """Per mode: its own figures and its ratio to vanilla of the same round, as speeds (XL / vanilla)."""
-    by = {(r.mode, r.round): r for r in results}
-    rounds = sorted({r.round for r in results})
+    """Per mode: its own figures and its ratio to vanilla of the same round (under --paired: of the same pair), as
+    speeds (XL / vanilla)."""
+    by = {(r.mode, r.round, r.pair): r for r in results}
     out = {}
     for mode in modes:
-        own = [by[(mode, k)] for k in rounds]
-        base = [by[("vanilla", k)] for k in rounds]
+        own = [r for r in results if r.mode == mode]
+        base = [by[("vanilla", r.round, r.pair)] for r in own]
         out[mode] = {
             "steady_wps": [round(r.steady_wps, 1) for r in own],
             "process_seconds": [round(r.process_seconds, 2) for r in own],
@@ -295,12 +312,27 @@ def profile(opts: argparse.Namespace, mode: str) -> int:
     return 0
 
 
+def core_pair(text: str) -> tuple[int, int]:
+    try:
+        a, b = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--paired wants two CPU cores A,B, e.g. 0,1, not {text!r}") from None
+    usable = os.sched_getaffinity(0)
+    if a == b or not {a, b} <= usable:
+        raise argparse.ArgumentTypeError(f"--paired wants two different cores of {sorted(usable)}, not {text!r}")
+    return a, b
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--modes", default=",".join(MODES),
                    help="comma-separated; vanilla is always run (the baseline). XL modes: integration[:fusion], "
                         "integration one of none, input, head, rope (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
+    p.add_argument("--paired", type=core_pair, metavar="A,B",
+                   help="run vanilla and each XL mode at the same time, one on CPU core A and one on core B (the "
+                        "cores swapped from one pair to the next), each ratio from its own pair: on a machine whose "
+                        "speed drifts between runs, both runs of a pair meet the same state")
     p.add_argument("--max-update", type=int, default=200, help="updates per fairseq-train run (default 200)")
     p.add_argument("--log-interval", type=int, default=20,
                    help="fairseq-train --log-interval; the first interval is left out of the steady figure")
@@ -368,13 +400,24 @@ def main(argv: list[str] | None = None) -> int:
           f"{' fp16' if opts.fp16 else ''}{' bf16' if opts.bf16 else ''}, threads {opts.threads or 'default'}, "
           f"num-workers {opts.num_workers}, {opts.rounds} rounds of {len(modes)} modes; logs {log_dir}", flush=True)
     results: list[RunResult] = []
+
+    def show(k: int, r: RunResult) -> None:
+        results.append(r)
+        where = f" (pair {r.pair})" if r.pair and r.mode == "vanilla" else ""
+        print(f"round {k + 1} {r.mode:<12} steady {r.steady_wps:9.1f} wps, {r.steady_cpu_wps:9.1f} tokens/CPU-s  "
+              f"process {r.process_seconds:7.2f} s, CPU {r.cpu_seconds:7.2f} s  ({r.updates} updates){where}",
+              flush=True)
+
     for k in range(opts.rounds):
+        if opts.paired:
+            for i, mode in enumerate(modes[1:]):
+                cores = opts.paired if (k + i) % 2 == 0 else opts.paired[::-1]  # each mode meets both cores
+                for r in run_pair(opts, mode, k, log_dir, cores):
+                    show(k, r)
+            continue
         order = modes[k % len(modes):] + modes[: k % len(modes)]  # rotate the starting mode every round
         for mode in order:
-            r = run_once(opts, mode, k, log_dir)
-            results.append(r)
-            print(f"round {k + 1} {mode:<12} steady {r.steady_wps:9.1f} wps, {r.steady_cpu_wps:9.1f} tokens/CPU-s  "
-                  f"process {r.process_seconds:7.2f} s, CPU {r.cpu_seconds:7.2f} s  ({r.updates} updates)", flush=True)
+            show(k, run_once(opts, mode, k, log_dir))
 
     summary = summarize(results, modes)
     inprocess = inprocess_ratios(opts, modes) if opts.inprocess_updates > 0 else {}

@@ -164,7 +164,7 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
 
 def _run(args: argparse.Namespace) -> Optional[int]:
     pairs = split_files(args.split, args.xlpos)
-    # Every split in this one process: each run of the command pays fairseq's import (seconds) once.
+    # Every split in one process: a data-bin's splits pay one start-up.
     for split, xlpos_path in pairs:
         binarize_xl_positions(xlpos_path, args.data_bin, split, args.source_lang, args.target_lang,
                               progress=not args.no_progress)

@@ -80,4 +80,3 @@ class MMapDatasetWriter:
         index.write(HEADER.pack(MAGIC, VERSION, DTYPE_CODES[self.dtype], len(sizes)))
         index.write(sizes.astype("<i4").tobytes())
         index.write((offsets * self.dtype.itemsize).astype("<i8").tobytes())
-

@@ -1051,7 +1051,7 @@ def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, wo
 
 def binarize_positions(data_bin: str, xlpos: dict, src: str, tgt: str, log_path: Path, verbose: bool) -> None:
     """`xlpos-prep binarize` of every split's XL positions (`xlpos`: split -> .xlpos file) into `data_bin`, in one
-    process: each process pays fairseq's import."""
+    process (a start-up, not one a split)."""
     if xlpos:
         run_logged(prep_cmd("binarize", "--xlpos", *xlpos.values(), "--split", *xlpos, "--data-bin", data_bin,
                             "--source-lang", src, "--target-lang", tgt, "--no-progress"), log_path, verbose=verbose)

@@ -2,6 +2,7 @@
 end to end on tiny inputs and report what they say they report. No timing is asserted: speeds depend on the
 machine and its load, and the benchmarks print ratios against a baseline from the same run for that reason."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -53,17 +54,36 @@ def test_summary_ratios_are_per_round_speeds_against_vanilla():
     assert summary["rope"]["ratio_cpu"] == [0.5, 1.0]
 
 
-def test_train_throughput_runs_fairseq_train_for_every_mode(tiny_corpus, tmp_path):
-    """One round of two modes through the real fairseq-train on the tiny corpus, on CPU."""
+def test_paired_ratios_are_against_the_vanilla_run_of_the_same_pair():
+    def run(mode: str, wps: float, pair: str):  # steady speed = wps (tokens in one second)
+        return train_throughput.RunResult(mode, 0, 10.0, 8.0, 20, wps, 1.0, "", 2.0, pair)
+
+    runs = [run("vanilla", 1000.0, "rope"), run("rope", 900.0, "rope"),
+            run("vanilla", 500.0, "head"), run("head", 500.0, "head")]
+    summary = train_throughput.summarize(runs, ["vanilla", "rope", "head"])
+    assert summary["rope"]["ratio_steady_wps"] == [0.9] and summary["head"]["ratio_steady_wps"] == [1.0]
+    assert summary["vanilla"]["steady_wps"] == [1000.0, 500.0]
+    parser = train_throughput.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--paired", "0,0"])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--paired needs two CPU cores")
+def test_train_throughput_runs_fairseq_train_for_every_mode_paired_on_two_cores(tiny_corpus, tmp_path):
+    """One round of two modes through the real fairseq-train on the tiny corpus, on CPU, vanilla and the XL mode at
+    the same time, each pinned to its own core."""
     out = tmp_path / "throughput.json"
+    cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:2])
     proc = run_cli([sys.executable, str(BENCH / "train_throughput.py"), "--data-bin", str(tiny_corpus.data_bin),
                     "--source-lang", "src", "--target-lang", "tgt", "--size", "tiny", "--device", "cpu",
                     "--modes", "input:gated", "--rounds", "1", "--max-update", "4", "--log-interval", "2",
-                    "--inprocess-updates", "0", "--work", str(tmp_path), "--json", str(out)], timeout=300)
+                    "--inprocess-updates", "0", "--work", str(tmp_path), "--json", str(out), "--paired", cores],
+                   timeout=300)
     assert "steady CPU" in proc.stdout
     data = json.loads(out.read_text())
     assert set(data["summary"]) == {"vanilla", "input:gated"}
-    assert [run["mode"] for run in data["runs"]] == ["vanilla", "input:gated"]
+    assert sorted(run["mode"] for run in data["runs"]) == ["input:gated", "vanilla"]
+    assert {run["pair"] for run in data["runs"]} == {"input:gated"}
     for run in data["runs"]:
         assert run["updates"] == 4 and run["steady_seconds"] > 0 and run["steady_tokens"] > 0
         assert 0 < run["steady_cpu_seconds"] < run["cpu_seconds"]
