@@ -11,6 +11,10 @@ positions, the binarized data-bin, hypotheses, scores and the results table. The
 not compared (its header records training times), the orders it produces are; nor is the sentencepiece .model
 (its trainer spec records a temporary path), its .vocab and the pieces are.
 
+The uninterrupted run is also the quickstart recipe's end-to-end test: the results table it prints (the XL row
+with the reorderer's tau), complete hypotheses, one XL position per source piece, and a second run that skips
+every step and prints the same table.
+
 Also checked after the kills: no process is left, and no temporary (`.*.tmp`, `*.tmp.*`, snapshots, nor anything
 in TMPDIR, where each run keeps its private directory) once the last rerun has finished.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -30,13 +35,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, subprocess_env
+from test_recipes import hypotheses_complete, results
 
 QUICKSTART = REPO / "recipes" / "quickstart.sh"
 TINY_ARCH = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
              "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
              "--decoder-attention-heads 2")
 SETTINGS = {
-    "SYNTH_TRAIN": "300", "SYNTH_VALID": "30", "SYNTH_TEST": "40", "SYSTEMS": "xl-input", "MAX_UPDATE": "2",
+    "SYNTH_TRAIN": "300", "SYNTH_VALID": "30", "SYNTH_TEST": "40", "SYSTEMS": "xl-rope", "MAX_UPDATE": "2",
     # enough iterations that the reorderer is still training when its first snapshot appears
     "REORDER_ITERATIONS": "8", "SPM_VOCAB": "300", "WORKERS": "2", "MAX_TOKENS": "2000", "WARMUP": "10",
     "GEN_MAX_TOKENS": "4000", "AVG_LAST": "1", "ARCH_ARGS": TINY_ARCH, "GEN_ARGS": "--max-len-a 1 --max-len-b 5",
@@ -44,6 +50,9 @@ SETTINGS = {
     # one reorderer, not the jackknife's default K = 3 more: that its folds resume one by one is test_jackknife.py's
     "JACKKNIFE": "1",
 }
+
+SYSTEM = SETTINGS["SYSTEMS"]
+
 
 def fairseq_logged(log: Path, module: str) -> bool:
     """fairseq's `module` (fairseq_cli.train, fairseq_cli.generate) wrote to `log`: it is running, past its
@@ -67,9 +76,9 @@ KILL_POINTS = [
     ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.0),
     # (fairseq's own lines in its log, not the save and output directories: a run takes their lock, which makes
     # them, before fairseq starts)
-    ("fairseq-train", lambda w: fairseq_logged(w / "checkpoints" / "xl-input" / "train.log", "fairseq_cli.train"),
+    ("fairseq-train", lambda w: fairseq_logged(w / "checkpoints" / SYSTEM / "train.log", "fairseq_cli.train"),
      0.5),
-    ("decoding", lambda w: fairseq_logged(w / "out" / "xl-input" / "generate.log", "fairseq_cli.generate"), 0.2),
+    ("decoding", lambda w: fairseq_logged(w / "out" / SYSTEM / "generate.log", "fairseq_cli.generate"), 0.2),
 ]
 
 # outputs compared byte for byte with the uninterrupted run (globs under WORK)
@@ -77,7 +86,7 @@ KILL_POINTS = [
 # data-bin/preprocess.log; the .vocab holds every piece and score, and the pieces files show its use)
 COMPARED = ["tok/*", "reorder/*.oracle", "reorder/*.order", "reorder/train.src", "reorder/*.align",
             "reorder/test.tau.json", "spm/spm.vocab", "pieces/*", "data-bin/*.bin", "data-bin/*.idx",
-            "data-bin/dict.*", "out/xl-input/test.words", "scores/*", "results.txt"]
+            "data-bin/dict.*", f"out/{SYSTEM}/test.words", "scores/*", "results.txt"]
 
 
 def recipe_env(work: Path, tmpdir: Path) -> dict:
@@ -175,10 +184,34 @@ def check_killed_and_resumed(tmp_path: Path, work: Path, tmpdir: Path) -> None:
     for name in ("align.txt", "align.txt.done", "align-input.src", "align-input.tgt"):
         shutil.copy(work / "reorder" / name, reference / "reorder" / name)
     shutil.copy(work / "synth.done", reference / "synth.done")
-    run_to_end(reference, tmpdir)
+    log = run_to_end(reference, tmpdir)
     got, want = compared_files(work), compared_files(reference)
     assert len(want) > 30 and sorted(got) == sorted(want)
     assert [name for name in want if got[name] != want[name]] == []
+    check_quickstart_result(reference, log, tmpdir)
+
+
+def check_quickstart_result(work: Path, log: str, tmpdir: Path) -> None:
+    """The uninterrupted run is also the quickstart recipe's end-to-end check: what it prints and leaves."""
+    assert "quickstart finished" in log
+    table, scores = results(work, [SYSTEM])
+    assert "BLEU" in table and "tau" in table and "signature" in table.lower() and "nrefs:1" in table
+    # an XL row states the reorderer's tau on the test set, from the recipe's own evaluation
+    taus = json.loads((work / "reorder" / "test.tau.json").read_text())
+    reorderer_tau = next(v["corpus_tau"] for k, v in taus.items() if k not in ("monotone", "reversed"))
+    row = next(line for line in table.splitlines() if line.split() and line.split()[0] == SYSTEM)
+    assert f"{reorderer_tau:.4f}" in row
+    hypotheses_complete(work, SYSTEM, work / "tok" / "test.src")
+    assert 0 <= scores[SYSTEM]["BLEU"]["value"] <= 100
+    # XL positions were binarized next to the tokens, one per source piece
+    xlpos = (work / "pieces" / "test.xlpos").read_text().splitlines()
+    pieces = (work / "pieces" / "test.src").read_text().splitlines()
+    assert [len(x.split()) for x in xlpos] == [len(p.split()) for p in pieces]
+    assert list((work / "data-bin").glob("test.src-tgt.xlpos.*"))
+    # a second run resumes: every step is skipped and the same table is printed
+    again = run_to_end(work, tmpdir)
+    assert f"train {SYSTEM}" not in again and "skip:" in again
+    assert (work / "results.txt").read_text(encoding="utf-8") == table
 
 
 # ------------------------------------------------------------------------------------------------ the same rule in Python
