@@ -13,10 +13,8 @@ is imported only for a data-bin in one of its other formats. This package never 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import secrets
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -24,13 +22,13 @@ from typing import Optional
 import numpy as np
 from tqdm import tqdm
 
-from .io import InputError, count_lines, declare_files, iter_lines, remove_stale_temporaries, writer_tag
-from .mmap_dataset import MMapDatasetWriter, is_mmap_dataset, read_sizes, smallest_index_dtype
+from .io import InputError, count_lines, declare_files, iter_lines
+from .mmap_dataset import is_mmap_dataset, mmap_dataset_output, read_sizes, smallest_index_dtype
 
 logger = logging.getLogger(__name__)
 
 EPILOG = """examples:
-  # after fairseq-preprocess --source-lang en --target-lang ja --destdir data-bin ...
+  # after xlpos-prep preprocess (or fairseq-preprocess) --source-lang en --target-lang ja --destdir data-bin ...
   xlpos-prep binarize --xlpos train.xlpos --data-bin data-bin --split train --source-lang en --target-lang ja
   xlpos-prep binarize --xlpos valid.xlpos test.xlpos --data-bin data-bin --split valid test -s en -t ja
   # writes data-bin/train.en-ja.xlpos.bin and .idx, read by fairseq-train --task translation_xlpos
@@ -99,8 +97,9 @@ def _source_sizes(data_bin: str, split: str, source_lang: str, target_lang: str)
     prefix = source_tokens_prefix(data_bin, split, source_lang, target_lang)
     if prefix is None:
         expected = os.path.join(data_bin, f"{split}.{source_lang}-{target_lang}.{source_lang}")
-        raise FileNotFoundError(f"{expected}.bin/.idx not found: run fairseq-preprocess for split '{split}' "
-                                f"(--source-lang {source_lang} --target-lang {target_lang}) first")
+        raise FileNotFoundError(f"{expected}.bin/.idx not found: binarize the tokens of split '{split}' first "
+                                f"(xlpos-prep preprocess or fairseq-preprocess, --source-lang {source_lang} "
+                                f"--target-lang {target_lang})")
     if is_mmap_dataset(prefix):
         return prefix, read_sizes(prefix)
     from fairseq.data import Dictionary, indexed_dataset
@@ -129,33 +128,15 @@ def binarize_xl_positions(xlpos_path: str, data_bin: str, split: str, source_lan
     max_position = int(source_sizes.max()) - 1 if len(source_sizes) else 0
     dtype = smallest_index_dtype(max_position)
     prefix = xl_positions_prefix(data_bin, split, source_lang, target_lang)
-    for ext in (".bin", ".idx"):  # those of a killed run (the pid in the name is dead)
-        remove_stale_temporaries(data_bin, f".{os.path.basename(prefix)}{ext}.", ".tmp")
-    temps: list[str] = []
-    try:
-        # Unique temp names in the target directory (so the final rename is atomic), created with open() so the
-        # files get the usual permissions (mkstemp would make them owner-only).
-        tag = f"{writer_tag()}.{secrets.token_hex(4)}"
-        temps = [os.path.join(data_bin, f".{os.path.basename(prefix)}{ext}.{tag}.tmp") for ext in (".bin", ".idx")]
-        total = 0
-        with open(temps[0], "wb") as data:
-            writer = MMapDatasetWriter(data, dtype)
-            for line_no, (line, size) in enumerate(
-                    tqdm(zip(iter_lines(xlpos_path), source_sizes), total=n_lines,
-                         desc=f"binarize {os.path.basename(xlpos_path)}", unit=" sent", file=sys.stderr,
-                         disable=not progress), 1):
-                positions = parse_positions(line, xlpos_path, line_no, int(size) - 1)
-                writer.add(positions)
-                total += len(positions)
-        with open(temps[1], "wb") as index:
-            writer.finish(index)
-        os.replace(temps[0], prefix + ".bin")
-        os.replace(temps[1], prefix + ".idx")
-    except BaseException:
-        for tmp in temps:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
+    total = 0
+    with mmap_dataset_output(prefix, dtype) as writer:
+        for line_no, (line, size) in enumerate(
+                tqdm(zip(iter_lines(xlpos_path), source_sizes), total=n_lines,
+                     desc=f"binarize {os.path.basename(xlpos_path)}", unit=" sent", file=sys.stderr,
+                     disable=not progress), 1):
+            positions = parse_positions(line, xlpos_path, line_no, int(size) - 1)
+            writer.add(positions)
+            total += len(positions)
     summary = BinarizeSummary(prefix, n_lines, total, np.dtype(dtype).name)
     logger.info("wrote %s.{bin,idx}: %d sentences, %d positions, dtype %s", prefix, summary.sentences,
                 summary.positions, summary.dtype)
@@ -187,7 +168,8 @@ def configure_binarize(parser: argparse.ArgumentParser) -> None:
                         help="XL positions: one line per sentence, one integer per source piece (no EOS); one "
                              "file per --split, in the same order")
     parser.add_argument("--data-bin", required=True, metavar="DIR",
-                        help="fairseq-preprocess output directory holding {split}.{S}-{T}.{S}.bin/.idx")
+                        help="data-bin holding {split}.{S}-{T}.{S}.bin/.idx (by xlpos-prep preprocess or "
+                             "fairseq-preprocess)")
     parser.add_argument("--split", required=True, nargs="+", metavar="SPLIT",
                         help="split name(s) as binarized by fairseq (train, valid, test, ...)")
     parser.add_argument("-s", "--source-lang", required=True, metavar="S", help="source language code")

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reorder": (__package__ + ".reorderer", "reorder source sentences into target order with a trained model"),
     "positions": (__package__ + ".subword", "words + order + sentencepiece model -> piece-level XL positions"),
     "evaluate": (__package__ + ".metrics", "Kendall tau and fuzzy reordering score of an order file vs oracle ranks"),
+    "preprocess": (__package__ + ".token_data_bin", "tokenized text -> fairseq-preprocess's data-bin (dictionaries, "
+                                                     "tokens), without fairseq"),
     "binarize": (__package__ + ".binarize", "validate and binarize .xlpos files into a fairseq data-bin"),
     "synth": (__package__ + ".synthetic", "generate a synthetic parallel corpus with nested reordering"),
     "show": (__package__ + ".show", "draw sentences' BTG trees with each word's absolute and XL position (SVG/PNG)"),

@@ -22,7 +22,7 @@ def test_set_data_bin(steps: Steps, cfg: PrepareConfig, layout: Layout, name: st
                                                 cfg.workers, 1, logs, cfg.verbose)}
     seconds.update(pieces(steps, cfg, files, layout.spm_prefix + ".model", logs))
     seconds[f"extra {name}"] = steps.step(f"extra {name}", [out / "data-bin"], lambda: make_data_bin(
-        s, t, {"test": str(out / "pieces")}, str(out / "data-bin"), {"test": files.xlpos}, cfg.workers,
+        s, t, {"test": str(out / "pieces")}, str(out / "data-bin"), {"test": files.xlpos},
         logs / "extra.log", dicts=layout.data_bin, verbose=cfg.verbose),
         inputs=[files.src_pieces, files.tgt_pieces, files.xlpos, layout.data_bin])
     return seconds

@@ -2,7 +2,7 @@
 written and its sentence sizes read without importing fairseq.
 
 Importing fairseq costs seconds (it imports every task and model it has), paid by every process that touches a
-data-bin: this module lets `xlpos-prep binarize` pay none of it. The layout is fairseq 0.12's
+data-bin: this module lets `xlpos-prep preprocess` and `binarize` pay none of it. The layout is fairseq 0.12's
 (``fairseq.data.indexed_dataset.MMapIndexedDataset``), which reads what this module writes (the tests check it):
 
   PREFIX.bin  the items' values one after another, C order, in the dataset's dtype
@@ -11,12 +11,16 @@ data-bin: this module lets `xlpos-prep binarize` pay none of it. The layout is f
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import struct
 from array import array
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 import numpy as np
+
+from .io import remove_stale_temporaries, writer_tag
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -80,3 +84,29 @@ class MMapDatasetWriter:
         index.write(HEADER.pack(MAGIC, VERSION, DTYPE_CODES[self.dtype], len(sizes)))
         index.write(sizes.astype("<i4").tobytes())
         index.write((offsets * self.dtype.itemsize).astype("<i8").tobytes())
+
+
+@contextlib.contextmanager
+def mmap_dataset_output(prefix: str, dtype: np.dtype) -> Iterator[MMapDatasetWriter]:
+    """A writer of the dataset PREFIX.bin/.idx whose two files appear, renamed from temporary names beside them,
+    only when the block succeeds (a failure or a kill leaves no half-written dataset)."""
+    directory, base = os.path.dirname(prefix) or ".", os.path.basename(prefix)
+    for ext in (".bin", ".idx"):  # those of a killed run (the pid in the name is dead)
+        remove_stale_temporaries(directory, f".{base}{ext}.", ".tmp")
+    # Unique temp names in the target directory (so the final rename is atomic), created with open() so the files
+    # get the usual permissions (mkstemp would make them owner-only).
+    tag = f"{writer_tag()}.{secrets.token_hex(4)}"
+    temps = [os.path.join(directory, f".{base}{ext}.{tag}.tmp") for ext in (".bin", ".idx")]
+    try:
+        with open(temps[0], "wb") as data:
+            writer = MMapDatasetWriter(data, dtype)
+            yield writer
+        with open(temps[1], "wb") as index:
+            writer.finish(index)
+        os.replace(temps[0], prefix + ".bin")
+        os.replace(temps[1], prefix + ".idx")
+    except BaseException:
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise

@@ -11,7 +11,7 @@ decide (or stops, naming it, before retraining a model). `xlpos-prep step OUT...
 a recipe's own commands (downloads, corpus preparation). `prepare --global-steps`, `--shard I/N` and `--merge N`
 run the same steps over many machines (preprocess/shards.py).
 
-Each step runs its `xlpos-prep` subcommand (or fairseq-preprocess and `xlpos-prep binarize`) as a child process:
+Each step runs its `xlpos-prep` subcommand (the data-bin: `preprocess` and `binarize`) as a child process:
 this module never imports fairseq or torch, and a step's log says exactly what was run.
 
     xlpos-prep prepare --work WORK --src ja --tgt en --workers 2       # WORK/tok/{train,valid,test}.{ja,en}
@@ -593,13 +593,13 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         train_spm()
     all_pieces(steps, cfg, layout, corpus, seconds, joiner)
 
-    # ---- fairseq-preprocess (joined dictionary) + binarized XL positions. Not sharded: the dictionary counts the
-    # pieces of the whole training split; fairseq-preprocess --workers splits the rest and merges its parts itself.
+    # ---- the data-bin: fairseq-preprocess's (joined dictionary) + binarized XL positions. Not sharded: the
+    # dictionary counts the pieces of the whole training split; the binarization streams every file once.
     if cfg.data_bin:
         prefix = {split: layout.path("pieces", split, "").rstrip(".") for split in cfg.splits}
         seconds["data-bin"] = steps.step("data-bin", [layout.data_bin], lambda: make_data_bin(
             s, t, prefix, layout.data_bin, {split: layout.path("xlpos", split) for split in cfg.splits},
-            cfg.workers, logs / "preprocess.log", verbose=cfg.verbose),
+            logs / "preprocess.log", verbose=cfg.verbose),
             inputs=[p for split in cfg.splits for p in (f"{prefix[split]}.{s}", f"{prefix[split]}.{t}",
                                                         layout.path("xlpos", split))],
             settings={"languages": [s, t], "splits": list(cfg.splits)})
@@ -1029,20 +1029,20 @@ def oracle_data_bin(steps: Steps, cfg: PrepareConfig, layout: Layout) -> float |
                           layout.path("tok", split, s), layout.path("oracle", split)))])
 
 
-def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, workers: int, log_path: Path,
+def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, log_path: Path,
                   dicts: str | None = None, verbose: bool = False) -> None:
-    """fairseq-preprocess of the pieces (`prefixes`: split -> PREFIX of PREFIX.{src,tgt}; a joined dictionary, or
-    the dictionaries of the data-bin `dicts`) and `xlpos-prep binarize` of each split's XL positions, built in
-    DEST.tmp and renamed when complete."""
+    """The data-bin fairseq-preprocess would make of the pieces (`prefixes`: split -> PREFIX of PREFIX.{src,tgt};
+    a joined dictionary, or the dictionaries of the data-bin `dicts`), made by `xlpos-prep preprocess` without
+    fairseq, and `xlpos-prep binarize` of each split's XL positions, built in DEST.tmp and renamed when complete."""
     tmp = dest + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)  # a killed run's
     names = {"train": "--trainpref", "valid": "--validpref", "test": "--testpref"}
     args = [a for split, prefix in prefixes.items() for a in (names[split], prefix)]
     args += (["--srcdict", f"{dicts}/dict.{src}.txt", "--tgtdict", f"{dicts}/dict.{tgt}.txt"] if dicts
              else ["--joined-dictionary"])
-    log(f"fairseq-preprocess -> {dest}")
-    run_logged([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt, *args,
-                "--destdir", tmp, "--workers", str(workers)], log_path, verbose=verbose)
+    log(f"data-bin -> {dest}")
+    run_logged(prep_cmd("preprocess", "--source-lang", src, "--target-lang", tgt, *args, "--destdir", tmp),
+               log_path, verbose=verbose)
     binarize_positions(tmp, xlpos, src, tgt, log_path, verbose)
     if os.path.exists(dest):
         shutil.rmtree(dest)
@@ -1145,7 +1145,8 @@ machine's run writes (and WORK/shards/, which can be deleted then)."""
                    help="also make WORK/data-bin-oracle: these splits (e.g. train,valid) with XL positions from "
                         "their oracle ranks instead of the reorderer's, for the oracle ablation; aligns them (with "
                         "train: every training line) and scores their reordering")
-    p.add_argument("--no-data-bin", action="store_true", help="stop before fairseq-preprocess")
+    p.add_argument("--no-data-bin", action="store_true",
+                   help="stop before the data-bin (the binarized tokens and XL positions)")
     p.add_argument("--verbose-steps", action="store_true", help="show every step's log as well as writing it")
     stage = p.add_mutually_exclusive_group()
     stage.add_argument("--global-steps", action="store_true",

@@ -2,7 +2,7 @@
 an out-of-memory kill does), rerun it after each kill, and check that the result equals an uninterrupted run.
 
 One run is killed in turn inside each step: the corpus, eflomal, the oracle, the reorderer's training (after
-its first snapshot), positions, fairseq-preprocess, binarize, fairseq-train and decoding; the last rerun
+its first snapshot), positions, the data-bin's tokens, binarize, fairseq-train and decoding; the last rerun
 completes. eflomal cannot be seeded, so the uninterrupted reference run starts from the killed run's corpus and
 alignment (tok/, reorder/align.txt, with their .done markers) and recomputes everything after it; the alignment
 itself is compared by structure (one line per sentence pair, links inside the sentences). Everything else that
@@ -71,8 +71,9 @@ KILL_POINTS = [
     ("train-reorderer", lambda w: (w / "reorder" / "reorderer.model.snapshot").exists(), 0.0),
     ("positions", lambda w: (w / "spm" / "spm.model.done").exists(), 0.3),
     # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
-    ("fairseq-preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.5),
-    # (one process binarizes every split, in milliseconds here: killed as soon as its first file appears)
+    # (`xlpos-prep preprocess`, in milliseconds here: killed as soon as it has begun the data-bin)
+    ("preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.0),
+    # (one process binarizes every split's XL positions: killed as soon as its first file appears)
     ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.0),
     # (fairseq's own lines in its log, not the save and output directories: a run takes their lock, which makes
     # them, before fairseq starts)
@@ -82,8 +83,8 @@ KILL_POINTS = [
 ]
 
 # outputs compared byte for byte with the uninterrupted run (globs under WORK)
-# (not the sentencepiece .model, whose trainer spec records the temporary model prefix, nor fairseq's timestamped
-# data-bin/preprocess.log; the .vocab holds every piece and score, and the pieces files show its use)
+# (not the sentencepiece .model, whose trainer spec records the temporary model prefix; the .vocab holds every piece
+# and score, and the pieces files show its use)
 COMPARED = ["tok/*", "reorder/*.oracle", "reorder/*.order", "reorder/train.src", "reorder/*.align",
             "reorder/test.tau.json", "spm/spm.vocab", "pieces/*", "data-bin/*.bin", "data-bin/*.idx",
             "data-bin/dict.*", f"out/{SYSTEM}/test.words", "scores/*", "results.txt"]

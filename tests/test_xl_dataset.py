@@ -201,7 +201,8 @@ def test_binarize_reads_source_from_reverse_pair_directory(tmp_path):
     xlpos = tmp_path / "train.xlpos"
     xlpos.write_text("0 1\n")
     # ja->en direction has no source tokens of its own here: an error that says what to run
-    with pytest.raises(FileNotFoundError, match="train.ja-en.ja.bin/.idx not found: run fairseq-preprocess"):
+    with pytest.raises(FileNotFoundError,
+                       match="train.ja-en.ja.bin/.idx not found: binarize the tokens of split 'train' first"):
         binarize_xl_positions(str(xlpos), str(data_bin), "train", "ja", "en", progress=False)
     # en as source with a data-bin written as ja-en is found
     write_source_tokens(tmp_path / "bin2", "train", [2], src="en", tgt="ja")
