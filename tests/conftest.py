@@ -289,8 +289,9 @@ def build_pipeline_corpus(root: Path) -> None:
         targets = (raw / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
         Path(f"{out}.tgt").write_text("".join(" ".join(sp.encode(t, out_type=str)) + "\n" for t in targets),
                                       encoding="utf-8")
-    run_cli([cli("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--destdir", str(data_bin),
-             "--joined-dictionary", "--workers", "1",
+    # (the pipeline's own data-bin writer; the tiny corpus above goes through fairseq-preprocess itself)
+    run_cli([sys.executable, "-m", "xlpos_prep.cli", "preprocess", "--source-lang", "src", "--target-lang", "tgt",
+             "--destdir", str(data_bin), "--joined-dictionary",
              *[a for split in PIPELINE_SPLIT_SIZES for a in (f"--{split}pref", str(pieces_dir / split))]])
     for split in PIPELINE_SPLIT_SIZES:
         binarize_xl_positions(str(pieces_dir / f"{split}.xlpos"), str(data_bin), split, "src", "tgt", progress=False)
