@@ -1041,8 +1041,8 @@ def make_data_bin(src: str, tgt: str, prefixes: dict, dest: str, xlpos: dict, lo
     args += (["--srcdict", f"{dicts}/dict.{src}.txt", "--tgtdict", f"{dicts}/dict.{tgt}.txt"] if dicts
              else ["--joined-dictionary"])
     log(f"data-bin -> {dest}")
-    run_logged(prep_cmd("preprocess", "--source-lang", src, "--target-lang", tgt, *args, "--destdir", tmp),
-               log_path, verbose=verbose)
+    run_logged(prep_cmd("preprocess", "--source-lang", src, "--target-lang", tgt, *args, "--destdir", tmp,
+                        "--no-progress"), log_path, verbose=verbose)
     binarize_positions(tmp, xlpos, src, tgt, log_path, verbose)
     if os.path.exists(dest):
         shutil.rmtree(dest)

@@ -25,11 +25,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import numpy as np
+from tqdm import tqdm
 
 from .io import InputError, atomic_output, declare_files, iter_lines
 from .mmap_dataset import mmap_dataset_output, smallest_index_dtype
@@ -65,11 +67,11 @@ class Dictionary:
         return len(self.symbols)
 
     @classmethod
-    def count(cls, paths: Iterable[str]) -> "Dictionary":
+    def count(cls, paths: Iterable[str], progress: bool = False) -> "Dictionary":
         """The dictionary of the words of `paths` as fairseq-preprocess finalizes it."""
         counts: Counter[str] = Counter()
         for path in paths:
-            for line in iter_lines(path):
+            for line in _progress(iter_lines(path), f"count {os.path.basename(path)}", progress):
                 counts.update(line.split())
         for special in SPECIALS:  # counted on the special entries, which dict.txt does not list
             counts.pop(special, None)
@@ -113,13 +115,17 @@ class BinarizedText:
     unknown: int  # words mapped to <unk>
 
 
-def binarize_text(path: str, dictionary: Dictionary, prefix: str) -> BinarizedText:
+def _progress(lines: Iterable[str], what: str, show: bool) -> Iterable[str]:
+    return tqdm(lines, desc=what, unit=" lines", file=sys.stderr, disable=not show)
+
+
+def binarize_text(path: str, dictionary: Dictionary, prefix: str, progress: bool = False) -> BinarizedText:
     """Every line of `path` as token ids + EOS into PREFIX.bin/.idx (written under temporary names, then renamed)."""
     unk, eos, index = dictionary.index[UNK], dictionary.index[EOS], dictionary.index
     dtype = smallest_index_dtype(len(dictionary))
     sentences = tokens = unknown = 0
     with mmap_dataset_output(prefix, dtype) as writer:
-        for line in iter_lines(path):
+        for line in _progress(iter_lines(path), f"binarize {os.path.basename(path)}", progress):
             words = line.split()
             ids = [index.get(w, unk) for w in words]
             unknown += sum(1 for i, w in zip(ids, words) if i == unk and w != UNK)
@@ -149,13 +155,15 @@ def _run(args: argparse.Namespace) -> Optional[int]:
     splits = split_prefixes(args)
     os.makedirs(args.destdir, exist_ok=True)
     if args.joined_dictionary:
-        src_dict = tgt_dict = Dictionary.count([f"{args.trainpref}.{s}", f"{args.trainpref}.{t}"])
+        src_dict = tgt_dict = Dictionary.count([f"{args.trainpref}.{s}", f"{args.trainpref}.{t}"],
+                                               progress=not args.no_progress)
     else:
         src_dict, tgt_dict = Dictionary.load(args.srcdict), Dictionary.load(args.tgtdict)
     for lang, dictionary in ((s, src_dict), (t, tgt_dict)):
         dictionary.save(os.path.join(args.destdir, f"dict.{lang}.txt"))
         for split, prefix in splits:
-            done = binarize_text(f"{prefix}.{lang}", dictionary, dataset_prefix(args.destdir, split, s, t, lang))
+            done = binarize_text(f"{prefix}.{lang}", dictionary, dataset_prefix(args.destdir, split, s, t, lang),
+                                 progress=not args.no_progress)
             logger.info("[%s] %s.%s: %d sents, %d tokens, %.3g%% replaced by %s; dictionary %d types", lang, prefix,
                         lang, done.sentences, done.tokens, 100 * done.unknown / max(done.tokens, 1), UNK,
                         len(dictionary))
@@ -175,6 +183,7 @@ def configure_preprocess(parser: argparse.ArgumentParser) -> None:
                        help="one dictionary of both languages' training text")
     dicts.add_argument("--srcdict", metavar="FILE", help="the source dictionary (with --tgtdict)")
     parser.add_argument("--tgtdict", metavar="FILE", help="the target dictionary (with --srcdict)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.epilog = EPILOG
     parser.set_defaults(run=_run)
     declare_files(parser, inputs=("srcdict", "tgtdict"), derived_inputs=_inputs, derived_outputs=_outputs)
