@@ -63,6 +63,15 @@ def fairseq_logged(log: Path, module: str) -> bool:
     return False
 
 
+def command_logged(log: Path, command: str) -> bool:
+    """The pipeline wrote the command line of `xlpos-prep COMMAND` to `log`: its process is starting (a Python
+    start-up, far longer than the poll, and far longer than the work of a sub-second step on this corpus)."""
+    with contextlib.suppress(FileNotFoundError):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            return any(line.startswith("$ ") and f"xlpos_prep.cli {command} " in line for line in f)
+    return False
+
+
 # (step, condition on WORK meaning the step is running, seconds to wait after it holds)
 KILL_POINTS = [
     ("synth", lambda w: (w / "synth").exists(), 0.0),
@@ -71,10 +80,9 @@ KILL_POINTS = [
     ("train-reorderer", lambda w: (w / "reorder" / "reorderer.model.snapshot").exists(), 0.0),
     ("positions", lambda w: (w / "spm" / "spm.model.done").exists(), 0.3),
     # the data-bin is made in data-bin.tmp and renamed when its XL positions are binarized too
-    # (`xlpos-prep preprocess`, in milliseconds here: killed as soon as it has begun the data-bin)
-    ("preprocess", lambda w: (w / "data-bin.tmp").exists(), 0.0),
-    # (one process binarizes every split's XL positions: killed as soon as its first file appears)
-    ("binarize", lambda w: any((w / "data-bin.tmp").glob("*.xlpos.*")), 0.0),
+    # (the data-bin's two processes do milliseconds of work here: each is killed as soon as it is launched)
+    ("preprocess", lambda w: command_logged(w / "logs" / "preprocess.log", "preprocess"), 0.0),
+    ("binarize", lambda w: command_logged(w / "logs" / "preprocess.log", "binarize"), 0.0),
     # (fairseq's own lines in its log, not the save and output directories: a run takes their lock, which makes
     # them, before fairseq starts)
     ("fairseq-train", lambda w: fairseq_logged(w / "checkpoints" / SYSTEM / "train.log", "fairseq_cli.train"),
