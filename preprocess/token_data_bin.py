@@ -128,7 +128,7 @@ def binarize_text(path: str, dictionary: Dictionary, prefix: str, progress: bool
         for line in _progress(iter_lines(path), f"binarize {os.path.basename(path)}", progress):
             words = line.split()
             ids = [index.get(w, unk) for w in words]
-            unknown += sum(1 for i, w in zip(ids, words) if i == unk and w != UNK)
+            unknown += ids.count(unk) - words.count(UNK)  # (a literal <unk> in the text is not a replacement)
             ids.append(eos)
             writer.add(np.asarray(ids, dtype=dtype))
             sentences += 1
@@ -197,9 +197,10 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
         raise ValueError("--srcdict needs --tgtdict (or --joined-dictionary for neither)")
     if args.tgtdict and not args.srcdict:
         raise ValueError("--tgtdict needs --srcdict")
-    if not split_prefixes(args):
+    splits = split_prefixes(args)
+    if not splits:
         raise ValueError("nothing to binarize: give --trainpref, --validpref and/or --testpref")
-    return [(f"the {split} text ({lang})", f"{prefix}.{lang}") for split, prefix in split_prefixes(args)
+    return [(f"the {split} text ({lang})", f"{prefix}.{lang}") for split, prefix in splits
             for lang in (args.source_lang, args.target_lang)]
 
 

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -54,22 +55,24 @@ SETTINGS = {
 SYSTEM = SETTINGS["SYSTEMS"]
 
 
+def logged(log: Path, wanted: Callable[[str], bool]) -> bool:
+    """Some line of `log` (a step's log, appended to by every run) is `wanted`."""
+    with contextlib.suppress(FileNotFoundError):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            return any(wanted(line) for line in f)
+    return False
+
+
 def fairseq_logged(log: Path, module: str) -> bool:
     """fairseq's `module` (fairseq_cli.train, fairseq_cli.generate) wrote to `log`: it is running, past its
     imports (not the line of the command itself, written before it starts)."""
-    with contextlib.suppress(FileNotFoundError):
-        with open(log, encoding="utf-8", errors="replace") as f:
-            return any(module in line and not line.startswith("$ ") for line in f)
-    return False
+    return logged(log, lambda line: module in line and not line.startswith("$ "))
 
 
 def command_logged(log: Path, command: str) -> bool:
     """The pipeline wrote the command line of `xlpos-prep COMMAND` to `log`: its process is starting (a Python
     start-up, far longer than the poll, and far longer than the work of a sub-second step on this corpus)."""
-    with contextlib.suppress(FileNotFoundError):
-        with open(log, encoding="utf-8", errors="replace") as f:
-            return any(line.startswith("$ ") and f"xlpos_prep.cli {command} " in line for line in f)
-    return False
+    return logged(log, lambda line: line.startswith("$ ") and f"xlpos_prep.cli {command} " in line)
 
 
 # (step, condition on WORK meaning the step is running, seconds to wait after it holds)

@@ -59,7 +59,7 @@ class XLHeadSelfAttention(MultiheadAttention):
         return torch.cat([xl_part, std_part], dim=-1)
 
     def _head_rotations(self, rotary_xl: Tensor, rotary_abs: Tensor) -> Tensor:
-        """One rotation table for all heads (2 x B x H x T x head_dim/2): the XL heads' rows from `rotary_xl`, the
+        """One rotation table for all heads (2 x B x H x T x head_dim): the XL heads' rows from `rotary_xl`, the
         others' from `rotary_abs`. Queries and keys are then rotated in one pass each; the tables need no
         gradient, so joining them costs less than splitting and re-joining the heads of q and k."""
         k, rest = self.xl_heads, self.num_heads - self.xl_heads
