@@ -29,13 +29,20 @@ cached in --work; or any data-bin with .xlpos files (--data-bin, --source-lang, 
     python benchmarks/train_throughput.py --size base --fp16 --max-update 300 --rounds 3            # on a GPU
     python benchmarks/train_throughput.py --paired 0,1 --size tiny --max-update 300 --rounds 6     # 2 idle cores
     python benchmarks/train_throughput.py --profile input:gated --size tiny --max-update 200       # where time goes
+    python benchmarks/train_throughput.py --pool run1.json run2.json run3.json                    # runs pooled
+
+--pool reads the --json records of earlier runs and pools every round's ratio of each mode: on a machine whose
+identical runs scatter by several percent, one run's median cannot read a 2-point difference, but the geometric
+mean of many rounds, with a bootstrap interval, can narrow it (pool runs of the same model size and options).
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import json
+import math
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -218,6 +225,39 @@ def ratio_summary(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} [{min(values):.3f}..{max(values):.3f}]"
 
 
+def pooled_ratios(paths: list[Path], key: str = "ratio_steady_wps") -> dict[str, list[float]]:
+    """Every round's ratio to vanilla of each XL mode, from the --json records of earlier runs."""
+    pooled: dict[str, list[float]] = {}
+    for path in paths:
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))["summary"]
+            for mode, figures in summary.items():
+                if mode != "vanilla":
+                    pooled.setdefault(mode, []).extend(float(r) for r in figures[key])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{path}: not a train_throughput.py --json record ({type(e).__name__}: {e})")
+    return pooled
+
+
+def geometric_mean_interval(ratios: list[float], samples: int = 10000, seed: int = 1) -> tuple[float, float, float]:
+    """Geometric mean of the ratios and its 95% percentile-bootstrap interval (rounds resampled with replacement)."""
+    logs = [math.log(r) for r in ratios]
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(samples))
+    low, high = means[int(0.025 * samples)], means[int(0.975 * samples) - 1]
+    return math.exp(statistics.fmean(logs)), math.exp(low), math.exp(high)
+
+
+def print_pooled(paths: list[Path]) -> int:
+    pooled = pooled_ratios(paths)
+    print(f"steady wps, XL / vanilla of the same round (below 1: slower), every round of {len(paths)} runs pooled")
+    print(f"{'mode':<12} {'rounds':>6}  {'geometric mean [95% bootstrap]':>30}  {'median [min..max]':>24}")
+    for mode, ratios in pooled.items():
+        mean, low, high = geometric_mean_interval(ratios)
+        print(f"{mode:<12} {len(ratios):>6}  {f'{mean:.3f} [{low:.3f}..{high:.3f}]':>30}  {ratio_summary(ratios):>24}")
+    return 0
+
+
 def summarize(results: list[RunResult], modes: list[str]) -> dict:
     """Per mode: its own figures and its ratio to vanilla of the same round (under --paired: of the same pair), as
     speeds (XL / vanilla)."""
@@ -363,6 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder with word-level train.en and train.ja for the in-process run (default: --data/enja)")
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--profile", metavar="MODE", help="instead of the benchmark: profile one run of MODE")
+    p.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
+                   help="instead of the benchmark: pool the rounds of earlier runs' --json records per mode")
     p.add_argument("--profile-out", help="where the .prof file goes (default: --work/profile-MODE.prof)")
     p.add_argument("extra", nargs=argparse.REMAINDER,
                    help="after '--': further fairseq-train arguments for every run")
@@ -371,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
+    if opts.pool:
+        return print_pooled(opts.pool)
     if opts.extra and opts.extra[0] == "--":
         opts.extra = opts.extra[1:]
     if opts.device is None:

@@ -69,6 +69,26 @@ def test_paired_ratios_are_against_the_vanilla_run_of_the_same_pair():
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--paired needs two CPU cores")
+def test_pool_joins_the_rounds_of_earlier_records_into_one_geometric_mean(tmp_path, capsys):
+    def record(name: str, rope: list[float]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"summary": {"vanilla": {"ratio_steady_wps": [1.0] * len(rope)},
+                                                "rope": {"ratio_steady_wps": rope}}}))
+        return path
+
+    paths = [record("a.json", [0.5, 2.0]), record("b.json", [1.0, 1.0])]
+    assert train_throughput.pooled_ratios(paths) == {"rope": [0.5, 2.0, 1.0, 1.0]}
+    mean, low, high = train_throughput.geometric_mean_interval([0.5, 2.0, 1.0, 1.0])
+    assert mean == pytest.approx(1.0) and low < 1.0 < high  # geometric: 0.5 and 2.0 cancel
+    assert train_throughput.geometric_mean_interval([0.97] * 5) == pytest.approx((0.97, 0.97, 0.97))
+    assert train_throughput.main(["--pool", *map(str, paths)]) == 0
+    table = capsys.readouterr().out
+    assert [line.split()[:3] for line in table.splitlines()[2:]] == [["rope", "4", "1.000"]]
+    (tmp_path / "c.json").write_text("{}")
+    with pytest.raises(SystemExit, match="c.json: not a train_throughput.py --json record"):
+        train_throughput.pooled_ratios([tmp_path / "c.json"])
+
+
 def test_train_throughput_runs_fairseq_train_for_every_mode_paired_on_two_cores(tiny_corpus, tmp_path):
     """One round of two modes through the real fairseq-train on the tiny corpus, on CPU, vanilla and the XL mode at
     the same time, each pinned to its own core."""
