@@ -267,15 +267,13 @@ $XL_INFERENCE_ARGS $XL_ARGS ${!own:-}" -- $ARCH_ARGS "${save_args[@]}" --seed "$
 }
 
 # xl_device: XL_DEVICE_ARGS, fairseq's device options (--cpu without CUDA; --fp16 with CUDA and FP16=1), decided
-# when training or decoding first needs them: asking torch costs seconds that the data steps need not pay.
+# when training or decoding first needs them (xlpos_prep.device: a CPU build of torch is known without importing it).
 xl_device() {
   [ -n "${XL_DEVICE_DECIDED:-}" ] && return 0
-  if [ "$("${PYTHON:-python}" -c 'import torch; print(int(torch.cuda.is_available()))')" = 1 ]; then
-    XL_DEVICE_ARGS=()
-    [ "$FP16" = 1 ] && XL_DEVICE_ARGS=(--fp16)
-  else
-    XL_DEVICE_ARGS=(--cpu)
-  fi
+  local args
+  args=$("${PYTHON:-python}" -c 'import sys; from xlpos_prep.device import fairseq_device_args as d
+print(*d(fp16=sys.argv[1] == "1"))' "$FP16") || xl_die "could not decide the device for fairseq"
+  read -r -a XL_DEVICE_ARGS <<< "$args"
   XL_DEVICE_DECIDED=1
 }
 

@@ -3,6 +3,7 @@
 systems only; the recipes' system names and raw-text options are the package's."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -81,3 +82,27 @@ def test_raw_text_options_follow_the_languages(src, tgt, normalize, expected) ->
 def test_recipe_system_names() -> None:
     assert recipe_systems_problem(["baseline", "xl-input", "xl-head", "xl-rope"]) is None
     assert "unknown system 'input'" in recipe_systems_problem(["baseline", "input"])
+
+
+def test_device_of_a_cpu_build_is_decided_without_importing_torch():
+    """The recipes' device decision (xl_device): a CPU build of torch, told by its version.py, gives --cpu without
+    the import; any GPU toolkit in the build, or a file that cannot be read, leaves the decision to torch."""
+    from xlpos_prep.device import gpu_build
+
+    cpu = "from typing import Optional\n__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip = None\n"
+    assert not gpu_build(cpu)
+    assert gpu_build(cpu.replace("cuda: Optional[str] = None", "cuda: Optional[str] = '12.4'"))
+    assert gpu_build(cpu.replace("hip = None", "hip = '6.2.4'"))  # ROCm: torch.cuda is the AMD GPU
+    assert gpu_build("__version__ = '9.0'\n") and gpu_build("cuda = (\n")
+    code = ("import sys\nfrom xlpos_prep.device import fairseq_device_args, torch_gpu_build\n"
+            "gpu = torch_gpu_build()\nargs = fairseq_device_args(fp16=True)\n"
+            "print(gpu, 'torch' in sys.modules, args)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    gpu, imported, args = proc.stdout.split(" ", 2)
+    import torch
+
+    if torch.version.cuda is None and torch.version.hip is None:  # this machine's torch is a CPU build
+        assert (gpu, imported, args.strip()) == ("False", "False", "['--cpu']")
+    else:
+        assert args.strip() == ("['--fp16']" if torch.cuda.is_available() else "['--cpu']")
