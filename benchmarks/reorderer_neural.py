@@ -10,6 +10,8 @@ RSS) on the same lines and reorder the same evaluation lines in this process:
 
 Scores: corpus Kendall tau and fuzzy reordering score (xlpos_prep.metrics) and the share of the monotone -> oracle
 tau distance closed, (tau - tau_monotone) / (1 - tau_monotone), as reorderer_enja.py and the README define it.
+Beside them, the BTG ceiling: the scores of the BTG permutation closest to each oracle (xlpos_prep.oracle's
+btg_closest_order), which no reorderer whose output is a BTG permutation can pass. `--kinds ""` prints only it.
 Speed: warm reordering of the evaluation lines in this process, one thread (OMP/OPENBLAS/MKL_NUM_THREADS=1 are set
 before numpy loads), sentences per second of wall time, median of --speed-repeats passes, word caches cleared.
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--directions", default="en-ja,ja-en")
     parser.add_argument("--eval-split", choices=("tune", "dev"), default="tune")
     parser.add_argument("--seeds", default="1", help="training seeds, comma-separated")
-    parser.add_argument("--kinds", default="linear,neural")
+    parser.add_argument("--kinds", default="linear,neural", help='comma-separated; "": only the BTG ceiling')
     parser.add_argument("--linear-args", default="", help="extra train-reorderer arguments of the linear model")
     parser.add_argument("--neural-args", default="--threads 1", help="extra train-reorderer arguments (neural)")
     parser.add_argument("--tag", default="default", help="model name part for --neural-args (cache key)")
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     from xlpos_prep.metrics import evaluate_orders, monotone_order
-    from xlpos_prep.oracle import read_oracle
+    from xlpos_prep.oracle import btg_closest_order, read_oracle
 
     work = Path(args.work).resolve()
     for attach in ("right", "left"):
@@ -120,10 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         sentences = [line.split() for line in enja.read(eval_src)]
         ranks = read_oracle(str(eval_oracle), [len(s) for s in sentences])
         mono = evaluate_orders([monotone_order(len(s)) for s in sentences], ranks)
+        ceiling = vars(evaluate_orders([btg_closest_order(r) for r in ranks], ranks))
+        ceiling["gap"] = (ceiling["corpus_tau"] - mono.corpus_tau) / (1 - mono.corpus_tau)
         for seed in (int(s) for s in args.seeds.split(",")):
             row = {"direction": direction, "oracle": name, "split": args.eval_split, "seed": seed,
-                   "monotone": vars(mono)}
-            for kind in args.kinds.split(","):
+                   "monotone": vars(mono), "btg_ceiling": ceiling}
+            for kind in filter(None, args.kinds.split(",")):
                 extra = shlex.split(args.neural_args if kind == "neural" else args.linear_args)
                 tag = args.tag if kind == "neural" else "default"
                 m = train(work, kind, tag, name, part, src, oracle, seed, extra)
@@ -165,6 +169,8 @@ def print_row(row: dict) -> None:
     m = row["monotone"]
     print(f"{row['oracle']:11} {row['split']} seed {row['seed']}: monotone tau {m['corpus_tau']:.4f} "
           f"FRS {m['corpus_frs']:.4f}", flush=True)
+    c = row["btg_ceiling"]
+    print(f"  BTG ceiling tau {c['corpus_tau']:.4f} FRS {c['corpus_frs']:.4f} gap {100 * c['gap']:5.1f}%", flush=True)
     for kind in ("linear", "neural"):
         if kind in row:
             s = row[kind]

@@ -1,10 +1,12 @@
+import itertools
 import random
 
 import pytest
 
 from xlpos_prep.cli import main
 from xlpos_prep.io import InputError
-from xlpos_prep.oracle import order_from_ranks, oracle_ranks, parse_alignment_line, read_oracle
+from xlpos_prep.metrics import kendall_tau_counts
+from xlpos_prep.oracle import btg_closest_order, order_from_ranks, oracle_ranks, parse_alignment_line, read_oracle
 
 
 def links(text):
@@ -276,3 +278,33 @@ def test_cli_line_count_mismatch(corpus, tmp_path, capsys):
     assert main(["oracle", "--src", src_path, "--align", short, "--out", str(tmp_path / "o.txt")]) == 1
     err = capsys.readouterr().err
     assert f"{short}:56: has 55 lines but {src_path} has 57" in err
+
+
+# ---- btg_closest_order: the ceiling of any BTG reorderer ----------------------------------------------------------
+
+def separable(order: list[int]) -> bool:
+    """A permutation is a BTG (separable) permutation iff it contains neither 2413 nor 3142."""
+    for idx in itertools.combinations(range(len(order)), 4):
+        values = [order[i] for i in idx]
+        pattern = tuple(sorted(values).index(v) for v in values)
+        if pattern in ((1, 3, 0, 2), (2, 0, 3, 1)):
+            return False
+    return True
+
+
+def test_btg_closest_order_is_the_best_btg_permutation_found_by_brute_force():
+    rng = random.Random(7)
+    for _ in range(150):
+        n = rng.randint(1, 6)
+        ranks = [rng.randint(0, n - 1) for _ in range(n)]
+        ranks = [sorted(set(ranks)).index(r) for r in ranks]  # dense, as oracle files hold them
+        order = btg_closest_order(ranks)
+        assert sorted(order) == list(range(n)) and separable(order)
+        best = min(kendall_tau_counts(list(p), ranks)[0] for p in itertools.permutations(range(n)) if separable(p))
+        assert kendall_tau_counts(order, ranks)[0] == best
+
+
+def test_btg_closest_order_reaches_a_btg_oracle_and_misses_2413_by_one_pair():
+    assert btg_closest_order([2, 3, 0, 1, 4]) == order_from_ranks([2, 3, 0, 1, 4])  # nested swaps: reachable
+    assert kendall_tau_counts(btg_closest_order([1, 3, 0, 2]), [1, 3, 0, 2])[0] == 1  # the oracle order 2,0,3,1
+    assert btg_closest_order([0, 0, 0]) == [0, 1, 2]  # ties: straight
