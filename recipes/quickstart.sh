@@ -47,10 +47,11 @@ START=$SECONDS
 
 # 1. the corpus: tokenized words in $WORK/tok/{train,valid,test}.{src,tgt}
 mkdir -p "$WORK/tok"
+synthetic=
 if [ -z "$DATA" ]; then
   xl_step "$WORK/synth" -- xlpos-prep synth --out-dir "$WORK/synth" --train "$SYNTH_TRAIN" \
     --valid "$SYNTH_VALID" --test "$SYNTH_TEST" --seed "$SEED"
-  DATA=$WORK/synth
+  DATA=$WORK/synth synthetic=1
 fi
 corpus=() copies=()
 for split in train valid test; do
@@ -59,7 +60,7 @@ for split in train valid test; do
     corpus+=("$DATA/$split.$lang") copies+=("$WORK/tok/$split.$lang")
   done
   # (the synthetic corpus is parallel by construction)
-  [ "$DATA" = "$WORK/synth" ] || xl_check_parallel "$DATA/$split.src" "$DATA/$split.tgt"
+  [ -n "$synthetic" ] || xl_check_parallel "$DATA/$split.src" "$DATA/$split.tgt"
 done
 # one step for the six files: a copy, so that later changes to DATA redo what depends on them
 xl_step "${copies[@]}" -- cp "${corpus[@]}" "$WORK/tok/"
