@@ -77,12 +77,8 @@ class Dictionary:
             counts.pop(special, None)
         # fairseq: Counter(dict(sorted(...))).most_common(): by count, ties in the symbols' sorted order
         entries = sorted(sorted(counts.items()), key=lambda item: item[1], reverse=True)
-        dictionary = cls(entries)
-        for k in range(-len(dictionary) % PADDING_FACTOR):
-            dictionary.index[f"madeupword{k:04d}"] = len(dictionary.symbols)
-            dictionary.symbols.append(f"madeupword{k:04d}")
-            dictionary.counts.append(0)
-        return dictionary
+        padding = -(len(SPECIALS) + len(entries)) % PADDING_FACTOR
+        return cls(entries + [(f"madeupword{k:04d}", 0) for k in range(padding)])
 
     @classmethod
     def load(cls, path: str) -> "Dictionary":
