@@ -12,6 +12,11 @@ Scores: corpus Kendall tau and fuzzy reordering score (xlpos_prep.metrics) and t
 tau distance closed, (tau - tau_monotone) / (1 - tau_monotone), as reorderer_enja.py and the README define it.
 Beside them, the BTG ceiling: the scores of the BTG permutation closest to each oracle (xlpos_prep.oracle's
 btg_closest_order), which no reorderer whose output is a BTG permutation can pass. `--kinds ""` prints only it.
+`--second-alignment`: the labels' own noise. The same sentences are aligned again (eflomal samples from
+/dev/urandom, so a second run is an independent draw; cached in WORK/second-alignment) and the oracle built from that
+alignment, its ties in source order, is scored as if it were a reorderer against the first: how well one draw of the
+pipeline's oracle predicts another. Every order is then also scored on the pairs both draws order the same way
+(`agreed`): how much of the reordering that the labels agree on a reorderer finds.
 Speed: warm reordering of the evaluation lines in this process, one thread (OMP/OPENBLAS/MKL_NUM_THREADS=1 are set
 before numpy loads), sentences per second of wall time, median of --speed-repeats passes, word caches cleared.
 
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode", default="",
                         help="also score the neural models with other search settings, e.g. "
                              "'prob:0,logodds:0.5' (gain:invert margin; for choosing them on --eval-split tune)")
+    parser.add_argument("--second-alignment", action="store_true",
+                        help="also score a second, independent alignment's oracle against the first (label noise)")
     parser.add_argument("--speed-repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
@@ -100,8 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     from xlpos_prep.oracle import btg_closest_order, read_oracle
 
     work = Path(args.work).resolve()
+    second = work / "second-alignment"
     for attach in ("right", "left"):
         enja.prepare(work, Path(args.data), attach)
+        if args.second_alignment:
+            enja.prepare(second, Path(args.data), attach)
+    if args.second_alignment:
+        print(f"two alignments of the same pairs share {100 * link_f1(work, second):.1f}% of their links (F1)")
     rows = []
     for direction in args.directions.split(","):
         src_lang, attach = DIRECTIONS[direction]
@@ -124,15 +136,32 @@ def main(argv: list[str] | None = None) -> int:
         mono = evaluate_orders([monotone_order(len(s)) for s in sentences], ranks)
         ceiling = vars(evaluate_orders([btg_closest_order(r) for r in ranks], ranks))
         ceiling["gap"] = (ceiling["corpus_tau"] - mono.corpus_tau) / (1 - mono.corpus_tau)
+        if args.second_alignment:
+            other = enja.read(second / f"train.{name}.oracle")[size:] if args.eval_split == "tune" else \
+                enja.read(second / f"dev.{name}.oracle")
+            other_ranks = read_oracle(str(enja.subset(second, f"{args.eval_split}.{name}.oracle", other)),
+                                      [len(s) for s in sentences])
+            agreement = vars(evaluate_orders([sorted(range(len(r)), key=lambda i: (r[i], i)) for r in other_ranks],
+                                             ranks))
+            agreement["gap"] = (agreement["corpus_tau"] - mono.corpus_tau) / (1 - mono.corpus_tau)
+            agreed_mono = agreed_pair_tau([monotone_order(len(s)) for s in sentences], ranks, other_ranks)
+            agreement["agreed_pairs"] = agreed_mono["pairs"]
+            agreement["agreed_monotone_tau"] = agreed_mono["tau"]
         for seed in (int(s) for s in args.seeds.split(",")):
             row = {"direction": direction, "oracle": name, "split": args.eval_split, "seed": seed,
                    "monotone": vars(mono), "btg_ceiling": ceiling}
+            if args.second_alignment:
+                row["second_alignment_oracle"] = agreement
             for kind in filter(None, args.kinds.split(",")):
                 extra = shlex.split(args.neural_args if kind == "neural" else args.linear_args)
                 tag = args.tag if kind == "neural" else "default"
                 m = train(work, kind, tag, name, part, src, oracle, seed, extra)
                 scores = measure(m["path"], sentences, ranks, args.speed_repeats)
                 scores["gap"] = (scores["corpus_tau"] - mono.corpus_tau) / (1 - mono.corpus_tau)
+                if args.second_alignment:
+                    agreed = agreed_pair_tau(model_orders(m["path"], sentences), ranks, other_ranks)
+                    scores["agreed_tau"] = agreed["tau"]
+                    scores["agreed_gap"] = (agreed["tau"] - agreed_mono["tau"]) / (1 - agreed_mono["tau"])
                 row[kind] = {**m, **scores}
                 if kind == "neural" and args.decode:
                     row["decode"] = decode_variants(m["path"], args.decode, sentences, ranks, mono.corpus_tau)
@@ -144,6 +173,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def link_f1(work: Path, other: Path) -> float:
+    shared = first = second = 0
+    for a, b in zip(enja.read(work / "all.en-ja.align"), enja.read(other / "all.en-ja.align")):
+        links_a, links_b = set(a.split()), set(b.split())
+        shared, first, second = shared + len(links_a & links_b), first + len(links_a), second + len(links_b)
+    return 2 * shared / (first + second)
+
+
+def model_orders(model_path: str, sentences: list[list[str]]) -> list[list[int]]:
+    from xlpos_prep.reorderer import load_reorderer
+    return load_reorderer(model_path).reorder_batch(sentences)
+
+
+def agreed_pair_tau(orders: list[list[int]], ranks: list[list[int]], other: list[list[int]]) -> dict:
+    """Corpus Kendall tau of `orders` over the word pairs that `ranks` and `other` (a second draw) order alike."""
+    from xlpos_prep.metrics import agreed_kendall_tau_counts
+    counts = [agreed_kendall_tau_counts(o, a, b) for o, a, b in zip(orders, ranks, other)]
+    discordant, pairs = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return {"tau": 1 - discordant / pairs if pairs else 1.0, "pairs": pairs}
 
 
 def decode_variants(model_path: str, spec: str, sentences: list[list[str]], ranks: list[list[int]],
@@ -171,12 +221,20 @@ def print_row(row: dict) -> None:
           f"FRS {m['corpus_frs']:.4f}", flush=True)
     c = row["btg_ceiling"]
     print(f"  BTG ceiling tau {c['corpus_tau']:.4f} FRS {c['corpus_frs']:.4f} gap {100 * c['gap']:5.1f}%", flush=True)
+    if "second_alignment_oracle" in row:
+        a = row["second_alignment_oracle"]
+        print(f"  second alignment's oracle tau {a['corpus_tau']:.4f} FRS {a['corpus_frs']:.4f} "
+              f"gap {100 * a['gap']:5.1f}%; {a['agreed_pairs']} pairs ordered alike by both draws, "
+              f"monotone tau on them {a['agreed_monotone_tau']:.4f}", flush=True)
     for kind in ("linear", "neural"):
         if kind in row:
             s = row[kind]
             print(f"  {kind:7} tau {s['corpus_tau']:.4f} FRS {s['corpus_frs']:.4f} gap {100 * s['gap']:5.1f}%  "
                   f"train {s['train_s']:7.1f} s {s['train_mb']:5.0f} MB  model {s['model_mb']:5.1f} MB  "
                   f"{s['sent_per_s']:7.0f} sent/s (1 thread)", flush=True)
+            if "agreed_tau" in s:
+                print(f"          on the agreed pairs: tau {s['agreed_tau']:.4f} gap {100 * s['agreed_gap']:5.1f}%",
+                      flush=True)
     for item, s in row.get("decode", {}).items():
         print(f"  neural search {item:12} tau {s['corpus_tau']:.4f} FRS {s['corpus_frs']:.4f} "
               f"gap {100 * s['gap']:5.1f}%", flush=True)

@@ -60,6 +60,21 @@ def kendall_tau_counts(order: list[int], ranks: list[int]) -> tuple[int, int]:
     return discordant, pairs
 
 
+def agreed_kendall_tau_counts(order: list[int], ranks: list[int], other: list[int]) -> tuple[int, int]:
+    """(discordant pairs, pairs) of one sentence over only the word pairs that `ranks` and `other` (a second
+    oracle of the sentence, e.g. from an independent alignment) both order, and order the same way: Kendall tau on
+    what two draws of the oracle agree on, so that the oracle's own noise does not count against the order."""
+    position = ranks_of_order(order)
+    discordant = pairs = 0
+    for i in range(len(order)):
+        for j in range(i + 1, len(order)):
+            if ranks[i] == ranks[j] or other[i] == other[j] or (ranks[i] < ranks[j]) != (other[i] < other[j]):
+                continue
+            pairs += 1
+            discordant += (position[i] < position[j]) != (ranks[i] < ranks[j])
+    return discordant, pairs
+
+
 def fuzzy_reordering_counts(order: list[int], ranks: list[int]) -> tuple[int, int]:
     """(breaks, n + 1) of one sentence; (0, 0) when all oracle ranks are equal (nothing can be misordered)."""
     if not ranks or max(ranks) == 0:

@@ -5,8 +5,8 @@ import pytest
 
 from xlpos_prep.cli import main
 from xlpos_prep.io import InputError
-from xlpos_prep.metrics import (ReorderingScores, evaluate_orders, fuzzy_reordering_counts, kendall_tau_counts,
-                                monotone_order, parse_order_line, ranks_of_order, reversed_order)
+from xlpos_prep.metrics import (ReorderingScores, agreed_kendall_tau_counts, evaluate_orders, fuzzy_reordering_counts,
+                                kendall_tau_counts, monotone_order, parse_order_line, ranks_of_order, reversed_order)
 
 
 def test_ranks_of_order_is_the_inverse_permutation():
@@ -44,6 +44,20 @@ def test_ties_are_neither_pairs_nor_breaks():
     # [2, 0, 1] -> ranks 1 0 0: both pairs discordant; start->1, 1->0, 0->end break, 0->0 does not
     assert kendall_tau_counts([2, 0, 1], ranks) == (2, 2)
     assert fuzzy_reordering_counts([2, 0, 1], ranks) == (3, 4)
+
+
+def test_agreed_tau_counts_only_the_pairs_both_oracles_order_alike():
+    ranks, other = [0, 1, 2, 2], [0, 2, 1, 3]
+    # (0,1) (0,2) (0,3) agree; (1,2) disagree; (1,3) agree; (2,3) tied in `ranks`
+    assert agreed_kendall_tau_counts([0, 1, 2, 3], ranks, other) == (0, 4)
+    assert agreed_kendall_tau_counts([3, 2, 1, 0], ranks, other) == (4, 4)
+    # [1, 0, 2, 3]: of the agreed pairs only (0,1) is put the wrong way
+    assert agreed_kendall_tau_counts([1, 0, 2, 3], ranks, other) == (1, 4)
+    # a tie in the second oracle takes the pair out too: (0,1) no longer counts against [1, 0, 2, 3]
+    assert agreed_kendall_tau_counts([1, 0, 2, 3], ranks, [0, 0, 1, 1]) == (0, 4)
+    # with `other` = `ranks` it is plain Kendall tau
+    order = [2, 0, 3, 1]
+    assert agreed_kendall_tau_counts(order, ranks, ranks) == kendall_tau_counts(order, ranks)
 
 
 def test_hand_computed_mixed_case():
