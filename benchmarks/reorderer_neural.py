@@ -81,7 +81,37 @@ def measure(model_path: str, sentences: list[list[str]], ranks: list[list[int]],
         assert again == orders
     out = vars(evaluate_orders(orders, ranks))
     out["sent_per_s"] = len(sentences) / statistics.median(times)
+    if hasattr(model, "gains"):
+        out["pairs"] = pair_accuracy(model, sentences, ranks, orders)
     return out
+
+
+def pair_accuracy(model, sentences: list[list[str]], ranks: list[list[int]], orders: list[list[int]]) -> dict:
+    """The neural model's pair classifier before the search against the order the search made of it: the share
+    of oracle-ordered word pairs (within the model's max_span) each puts right, all pairs and adjacent ones."""
+    from xlpos_prep.metrics import ranks_of_order
+    right = {"classifier": 0, "order": 0, "adjacent_classifier": 0, "adjacent_order": 0}
+    pairs = adjacent = 0
+    for start in range(0, len(sentences), 256):
+        gains, _ = model.gains(sentences[start:start + 256])
+        for b, r in enumerate(ranks[start:start + 256]):
+            position = ranks_of_order(orders[start + b])
+            for j in range(len(r)):
+                for d in range(1, min(j + 1, gains.shape[2])):
+                    i = j - d
+                    if r[i] == r[j]:
+                        continue
+                    inverted = r[j] < r[i]
+                    classifier = (gains[b, j, d] > 0) == inverted
+                    order = (position[j] < position[i]) == inverted
+                    pairs += 1
+                    right["classifier"] += classifier
+                    right["order"] += order
+                    if d == 1:
+                        adjacent += 1
+                        right["adjacent_classifier"] += classifier
+                        right["adjacent_order"] += order
+    return {k: v / (adjacent if k.startswith("adjacent") else pairs) for k, v in right.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,6 +262,10 @@ def print_row(row: dict) -> None:
             print(f"  {kind:7} tau {s['corpus_tau']:.4f} FRS {s['corpus_frs']:.4f} gap {100 * s['gap']:5.1f}%  "
                   f"train {s['train_s']:7.1f} s {s['train_mb']:5.0f} MB  model {s['model_mb']:5.1f} MB  "
                   f"{s['sent_per_s']:7.0f} sent/s (1 thread)", flush=True)
+            if "pairs" in s:
+                q = s["pairs"]
+                print(f"          pairs right: classifier {q['classifier']:.4f}, its BTG order {q['order']:.4f}; "
+                      f"adjacent pairs {q['adjacent_classifier']:.4f}, {q['adjacent_order']:.4f}", flush=True)
             if "agreed_tau" in s:
                 print(f"          on the agreed pairs: tau {s['agreed_tau']:.4f} gap {100 * s['agreed_gap']:5.1f}%",
                       flush=True)
