@@ -61,8 +61,19 @@ SPM_SAMPLE_PAIRS = 1_000_000
 TARGETS = {"WMT14 En-De": 4_500_000, "WMT17 Zh-En": 20_000_000}
 CORES = (2, 32)
 # Steps whose completion records are written inside another step's interval (the jackknife's folds run in
-# parallel within "jackknife reorderers"): left out of the per-step table, their time is their parent's.
+# parallel within "jackknife reorderers"): left out of the per-step table, their time is their parent's. So is the
+# model on all lines when it trained beside the folds (its record written after the folds' files were).
 NESTED = re.compile(r"^jackknife fold \d+ ")
+BESIDE_FOLDS = ("train-reorderer", "jackknife folds")
+
+
+def nested_steps(records: list[tuple[float, str]]) -> set[str]:
+    ends = {step: end for end, step in records}
+    nested = {step for step in ends if NESTED.match(step)}
+    reorderer, folds = BESIDE_FOLDS
+    if reorderer in ends and folds in ends and ends[reorderer] > ends[folds]:
+        nested.add(reorderer)
+    return nested
 
 
 # ------------------------------------------------------------------------------------------------ corpora
@@ -125,9 +136,9 @@ def completion_records(work: Path) -> list[tuple[float, str]]:
 
 def step_costs(samples: list[Sample], records: list[tuple[float, str]], start: float) -> list[StepCost]:
     """Cuts the samples at the steps' ends: a step's interval runs from the previous top-level step's end."""
-    costs, begin = [], start
+    costs, begin, nested = [], start, nested_steps(records)
     for end, step in records:
-        if NESTED.match(step):
+        if step in nested:
             continue
         inside = [x for x in samples if begin <= x.wall <= end]
         before = [x for x in samples if x.wall <= begin]
@@ -204,6 +215,8 @@ STEP_KINDS: list[tuple[str, str, str]] = [  # the first match decides
     (r"^oracle train", "R", "W"),
     (r"^train-reorderer", "R", "1"),
     (r"^jackknife (folds|orders)", "R", "1"),
+    # the folds' models, and the one on all lines when it trains beside them: K + 1 jobs of about K x one model's
+    # CPU (the full model and K folds of (K-1)/K of the lines), whose longest job is the full model: CPU / K at most
     (r"^jackknife reorderers", "R", "K"),
     (r"^evaluate train", "R", "1"),
     (r"^(jackknife rest source|reorder train rest)", "N-R", "W"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -532,14 +533,26 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         log(f"train-reorderer: {n_reorder} sentences")
         train_reorderer(cfg, train_src, train_oracle, layout.reorderer, logs / "train-reorderer.log")
 
-    seconds["train-reorderer"] = once.step("train-reorderer", [layout.reorderer], make_reorderer,
-                                           inputs=[train_src, train_oracle], settings=reorderer_settings(cfg),
-                                           expensive=True)
+    def reorderer_step() -> float | None:
+        return once.step("train-reorderer", [layout.reorderer], make_reorderer, inputs=reorderer_inputs,
+                         settings=reorderer_settings(cfg), expensive=True)
+
     # The reorderer's own training lines get jackknifed orders: a model labels the sentences it was trained on far
-    # better than new ones (docs/positions.md)
+    # better than new ones (docs/positions.md). The model on all lines trains beside the folds' models (K + 1
+    # independent trainings, cfg.workers at a time: no core waits while one model trains alone), unless an earlier
+    # run's model is in the way: that step then stops at once, naming it, before any fold trains.
+    reorderer_inputs = [train_src, train_oracle]
+    state = check_step([layout.reorderer], reorderer_inputs, reorderer_settings(cfg))
+    together = cfg.jackknife > 1 and not (state.done or state.leftover or isinstance(once, RequiredSteps))
+    if not together:
+        seconds["train-reorderer"] = reorderer_step()
     folded = None
     if cfg.jackknife > 1:
-        folded = jackknife_folds(once, cfg, layout, train_src, train_oracle, n_reorder, logs, seconds)
+        folded = jackknife_folds(once, cfg, layout, train_src, train_oracle, n_reorder, logs, seconds,
+                                 reorderer_step if together else None)
+    if together:  # trained beside the folds, or not yet if their orders were all done
+        done = step_done([layout.reorderer], reorderer_inputs, reorderer_settings(cfg))
+        seconds["train-reorderer"] = once.times.get("train-reorderer") if done else reorderer_step()
 
     # ---- joint sentencepiece: before the shard jobs, which encode; one machine trains it after the orders
     spm_model = layout.spm_prefix + ".model"
@@ -887,14 +900,14 @@ def interleave_folds(parts: Sequence[str], n_lines: int, out: str) -> None:
 
 
 def jackknife_folds(steps: Steps, cfg: PrepareConfig, layout: Layout, src: str, oracle: str, n_reorder: int,
-                    logs: Path, seconds: dict) -> str:
+                    logs: Path, seconds: dict, beside: Callable[[], object] | None = None) -> str:
     """The jackknifed orders of the reorderer's n_reorder training lines (`src`, `oracle`); their file. The lines
     are split into K folds and each fold is reordered by a reorderer trained, with the same options and seed, on
     the other K-1 folds (training lines beyond n_reorder are reordered by the model trained on all of them, as
     every other split is: `orders`). So the training split's XL positions are as accurate as those of
     sentences no reorderer saw, which is what the translation model meets at test time. Folds train `cfg.workers`
-    at a time; each fold's model and order follows the completion rule, so a killed run redoes only unfinished
-    folds."""
+    at a time, with `beside` (the model on all lines, the longest job: first) when the folds train; each fold's
+    model and order follows the completion rule, so a killed run redoes only unfinished folds."""
     folds = cfg.jackknife
     if n_reorder < 2 * folds:
         raise InputError(src, None, f"{n_reorder} reorderer training lines cannot make {folds} jackknife folds of "
@@ -931,9 +944,10 @@ def jackknife_folds(steps: Steps, cfg: PrepareConfig, layout: Layout, src: str, 
 
     def make_orders() -> None:
         todo = [k for k in range(folds) if not step_done([orders[k]], [models[k], fold(k, "held.src")])]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(cfg.workers, len(todo)))) as pool:
-            for job in [pool.submit(fold_job, k) for k in todo]:
-                job.result()  # the first failure, after the running folds end (their work is kept)
+        jobs = ([beside] if beside is not None else []) + [functools.partial(fold_job, k) for k in todo]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(cfg.workers, len(jobs)))) as pool:
+            for job in [pool.submit(job) for job in jobs]:
+                job.result()  # the first failure, after the running jobs end (their work is kept)
 
     seconds["jackknife reorderers"] = steps.step("jackknife reorderers", orders, make_orders, inputs=fold_files,
                                                  settings=reorderer_settings(cfg))

@@ -63,9 +63,10 @@ def test_prepare_jackknifes_the_reorderers_training_lines_and_resumes_fold_by_fo
     scores = json.loads((r / "train.tau.json").read_text())
     assert scores["reorderer"]["n_sentences"] == 100 and set(scores) == {"reorderer", "monotone", "reversed"}
 
-    # a run killed after two folds: the rerun trains only the third, and ends where an uninterrupted run does
+    # a run killed after two folds, while the model on all lines still trained beside the third: the rerun trains
+    # only those two, and ends where an uninterrupted run does
     before = {p: p.stat().st_mtime_ns for p in jk.glob("fold[12]-of-3.model")}
-    for path in (jk / "fold3-of-3.model", jk / "fold3-of-3.held.order"):
+    for path in (jk / "fold3-of-3.model", jk / "fold3-of-3.held.order", r / "reorderer.model"):
         path.unlink()
         Path(f"{path}.done").unlink()
     for path in (jk / "train-3-folds.order", r / "train.order"):
@@ -73,7 +74,7 @@ def test_prepare_jackknifes_the_reorderers_training_lines_and_resumes_fold_by_fo
     prepare(quick(**cfg), Layout.recipe(work))
     assert {p: p.stat().st_mtime_ns for p in before} == before
     assert [[int(x) for x in line.split()] for line in lines(r / "train.order")] == order
-    assert step_done([r / "train.order", jk / "fold3-of-3.model"])
+    assert step_done([r / "train.order", jk / "fold3-of-3.model", r / "reorderer.model"])
 
 
 def test_jackknife_1_labels_the_training_lines_with_the_model_trained_on_them(tmp_path):

@@ -41,6 +41,16 @@ def test_step_costs_cut_the_samples_at_completion_records():
     assert (costs[1].wall, costs[1].cpu, costs[1].peak_rss) == (2.0, 2.5, 80)
 
 
+def test_a_reorderer_trained_beside_the_folds_is_part_of_their_step():
+    S = process_tree.Sample
+    samples = [S(100.0 + t, 2.0 * t, 10) for t in range(6)]
+    beside = [(101.0, "jackknife folds"), (103.0, "train-reorderer"), (105.0, "jackknife reorderers")]
+    assert [c.step for c in scale.step_costs(samples, beside, 100.0)] == ["jackknife folds", "jackknife reorderers"]
+    assert scale.step_costs(samples, beside, 100.0)[1].cpu == 8.0  # the full model's CPU time is in it
+    before = [(101.0, "train-reorderer"), (102.0, "jackknife folds"), (105.0, "jackknife reorderers")]
+    assert [c.step for c in scale.step_costs(samples, before, 100.0)] == [step for _, step in before]
+
+
 def test_completion_records_are_read_from_done_markers(tmp_path):
     (tmp_path / "a.done").write_text(json.dumps({"step": "spm-train"}))
     os.utime(tmp_path / "a.done", (50, 50))
