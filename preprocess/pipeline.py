@@ -946,8 +946,8 @@ def jackknife_folds(steps: Steps, cfg: PrepareConfig, layout: Layout, src: str, 
         todo = [k for k in range(folds) if not step_done([orders[k]], [models[k], fold(k, "held.src")])]
         jobs = ([beside] if beside is not None else []) + [functools.partial(fold_job, k) for k in todo]
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(cfg.workers, len(jobs)))) as pool:
-            for job in [pool.submit(job) for job in jobs]:
-                job.result()  # the first failure, after the running jobs end (their work is kept)
+            for future in [pool.submit(job) for job in jobs]:
+                future.result()  # the first failure, after the running jobs end (their work is kept)
 
     seconds["jackknife reorderers"] = steps.step("jackknife reorderers", orders, make_orders, inputs=fold_files,
                                                  settings=reorderer_settings(cfg))
