@@ -364,7 +364,9 @@ def fits_of(records: list[dict]) -> dict[str, dict]:
         cpu_a, cpu_b = power_fit(xs, [max(c["cpu"], 0.01) for _, c in points])
         _, wall_b = power_fit(xs, [max(c["wall"], 0.01) for _, c in points])
         cpu_c, cpu_m = linear_fit(xs, [c["cpu"] for _, c in points])
-        rss_c, rss_m = linear_fit(xs, [float(c["peak_rss"]) for _, c in points])
+        # a step shorter than the sampler's interval may have no memory sample at a size: no figure there
+        sampled = [(x, float(c["peak_rss"])) for x, (_, c) in zip(xs, points) if c["peak_rss"] > 0]
+        rss_c, rss_m = linear_fit([x for x, _ in sampled], [y for _, y in sampled]) if sampled else (0.0, 0.0)
         fits[step] = {"kind": kind, "cpu_a": cpu_a, "cpu_b": cpu_b, "wall_b": wall_b, "cpu_c": cpu_c,
                       "cpu_m": cpu_m, "peak_rss": [c["peak_rss"] for _, c in points], "rss_c": rss_c,
                       "rss_m": rss_m}

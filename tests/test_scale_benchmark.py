@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +92,16 @@ def test_memory_extrapolation_is_linear_where_a_step_grew_and_flat_where_it_did_
     # the alignment grows with its 1M capped lines; positions did not grow (as measured); test is one size
     assert peaks == {"align (train+test)": pytest.approx(1e4 * mb), "positions train": 90 * mb,
                      "reorder test": 60 * mb}
+
+
+def test_a_size_without_a_memory_sample_does_not_make_a_step_grow():
+    step = {"wall": 0.1, "cpu": 0.05, "peak_rss": 0}
+    records = [{"lines": n, "aligned_lines": n, "reorder_lines": n // 5,
+                "steps": [{**step, "step": "jackknife rest source", "peak_rss": rss}]}
+               for n, rss in ((20_000, 0), (500_000, 32 * 2**20))]
+    fit = scale.fits_of(records)["jackknife rest source"]
+    assert fit["rss_m"] == 0.0
+    assert scale.extrapolate_memory({"jackknife rest source": fit}, 20_000_000) == {"jackknife rest source": 32 * 2**20}
 
 
 def test_tree_sampler_counts_a_child_and_its_memory():
