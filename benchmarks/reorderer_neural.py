@@ -62,7 +62,9 @@ def train(work: Path, kind: str, tag: str, direction: str, part: str, src: Path,
     return {"path": str(path), "model_mb": path.stat().st_size / 2**20, **json.loads(meta.read_text())}
 
 
-def measure(model_path: str, sentences: list[list[str]], ranks: list[list[int]], repeats: int) -> dict:
+def measure(model_path: str, sentences: list[list[str]], ranks: list[list[int]], repeats: int
+            ) -> tuple[dict, list[list[int]]]:
+    """(scores and speed, the orders) of the model on the evaluation lines."""
     from xlpos_prep.metrics import evaluate_orders
     from xlpos_prep.reorderer import load_reorderer
     model = load_reorderer(model_path)
@@ -83,7 +85,7 @@ def measure(model_path: str, sentences: list[list[str]], ranks: list[list[int]],
     out["sent_per_s"] = len(sentences) / statistics.median(times)
     if hasattr(model, "gains"):
         out["pairs"] = pair_accuracy(model, sentences, ranks, orders)
-    return out
+    return out, orders
 
 
 def pair_accuracy(model, sentences: list[list[str]], ranks: list[list[int]], orders: list[list[int]]) -> dict:
@@ -186,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
                 extra = shlex.split(args.neural_args if kind == "neural" else args.linear_args)
                 tag = args.tag if kind == "neural" else "default"
                 m = train(work, kind, tag, name, part, src, oracle, seed, extra)
-                scores = measure(m["path"], sentences, ranks, args.speed_repeats)
+                scores, orders = measure(m["path"], sentences, ranks, args.speed_repeats)
                 scores["gap"] = (scores["corpus_tau"] - mono.corpus_tau) / (1 - mono.corpus_tau)
                 if args.second_alignment:
-                    agreed = agreed_pair_tau(model_orders(m["path"], sentences), ranks, other_ranks)
+                    agreed = agreed_pair_tau(orders, ranks, other_ranks)
                     scores["agreed_tau"] = agreed["tau"]
                     scores["agreed_gap"] = (agreed["tau"] - agreed_mono["tau"]) / (1 - agreed_mono["tau"])
                 row[kind] = {**m, **scores}
@@ -211,11 +213,6 @@ def link_f1(work: Path, other: Path) -> float:
         links_a, links_b = set(a.split()), set(b.split())
         shared, first, second = shared + len(links_a & links_b), first + len(links_a), second + len(links_b)
     return 2 * shared / (first + second)
-
-
-def model_orders(model_path: str, sentences: list[list[str]]) -> list[list[int]]:
-    from xlpos_prep.reorderer import load_reorderer
-    return load_reorderer(model_path).reorder_batch(sentences)
 
 
 def agreed_pair_tau(orders: list[list[int]], ranks: list[list[int]], other: list[list[int]]) -> dict:
