@@ -77,10 +77,12 @@ def read(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def prepare(work: Path, data: Path, attach_null: str) -> dict:
+def prepare(work: Path, data: Path, attach_null: str, align_args: tuple[str, ...] = ()) -> dict:
     """Alignment and oracles for both directions; returns {"align_seconds": ...}.
 
     Oracle files of `--attach-null left` get the suffix "-left" (train.ja-en-left.oracle), so both can coexist.
+    `align_args` are extra `xlpos-prep align` options (e.g. more eflomal samplers); the cache in `work` holds one
+    alignment, so a directory aligned with other options is refused rather than silently reused.
     """
     work.mkdir(parents=True, exist_ok=True)
     lines = {lang: {split: read(data / f"{split}.{lang}") for split in ("train", "dev")} for lang in ("en", "ja")}
@@ -94,10 +96,13 @@ def prepare(work: Path, data: Path, attach_null: str) -> dict:
     meta_path = work / "align.json"
     if not (work / "all.en-ja.align").exists():
         seconds, peak = run_child(prep("align", "--src", str(work / "all.en"), "--tgt", str(work / "all.ja"),
-                                       "--out", str(work / "all.en-ja.align")))
+                                       "--out", str(work / "all.en-ja.align"), *align_args))
         meta_path.write_text(json.dumps({"align_seconds": seconds, "align_peak_mb": peak,
-                                         "sentences": n_train + n_dev}))
+                                         "sentences": n_train + n_dev, "align_args": list(align_args)}))
     meta = json.loads(meta_path.read_text())
+    if meta.get("align_args", []) != list(align_args):
+        raise SystemExit(f"{work} was aligned with options {meta.get('align_args', [])}, not {list(align_args)}: "
+                         "use another --work")
     align = read(work / "all.en-ja.align")
     swapped = [" ".join(f"{j}-{i}" for i, j in (link.split("-") for link in line.split())) for line in align]
     for direction, links, src in (("en-ja", align, "en"), ("ja-en", swapped, "ja")):

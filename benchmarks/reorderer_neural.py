@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode", default="",
                         help="also score the neural models with other search settings, e.g. "
                              "'prob:0,logodds:0.5' (gain:invert margin; for choosing them on --eval-split tune)")
+    parser.add_argument("--align-args", default="",
+                        help='extra `xlpos-prep align` options for the oracles, e.g. "--samplers 10" (one --work each)')
+    parser.add_argument("--reference-work",
+                        help="score against the oracles of this --work (same data, made with other --align-args) "
+                             "instead of this run's own: models trained on one alignment's labels, judged by another's")
     parser.add_argument("--second-alignment", action="store_true",
                         help="also score a second, independent alignment's oracle against the first (label noise)")
     parser.add_argument("--speed-repeats", type=int, default=3)
@@ -140,10 +145,14 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work).resolve()
     second = work / "second-alignment"
+    align_args = tuple(shlex.split(args.align_args))
+    reference = Path(args.reference_work).resolve() if args.reference_work else work
     for attach in ("right", "left"):
-        enja.prepare(work, Path(args.data), attach)
+        enja.prepare(work, Path(args.data), attach, align_args)
+        if reference != work:  # its oracles as that directory's own options make them
+            enja.prepare(reference, Path(args.data), attach, recorded_align_args(reference))
         if args.second_alignment:
-            enja.prepare(second, Path(args.data), attach)
+            enja.prepare(second, Path(args.data), attach, align_args)
     if args.second_alignment:
         print(f"two alignments of the same pairs share {100 * link_f1(work, second):.1f}% of their links (F1)")
     rows = []
@@ -156,12 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             size = len(train_src) - enja.TUNE_LINES
             part = f"train{size}"
             eval_src = enja.subset(work, f"tune.{src_lang}", train_src[size:])
-            eval_oracle = enja.subset(work, f"tune.{name}.oracle", train_oracle[size:])
+            eval_oracle = enja.subset(work, f"tune.{name}.oracle", train_oracle[size:]) if reference == work else \
+                enja.subset(work, f"tune.{name}.reference.oracle", enja.read(reference / f"train.{name}.oracle")[size:])
             src = enja.subset(work, f"{part}.{src_lang}", train_src[:size])
             oracle = enja.subset(work, f"{part}.{name}.oracle", train_oracle[:size])
         else:
             part = "train"
-            eval_src, eval_oracle = work / f"dev.{src_lang}", work / f"dev.{name}.oracle"
+            eval_src, eval_oracle = work / f"dev.{src_lang}", reference / f"dev.{name}.oracle"
             src, oracle = work / f"train.{src_lang}", work / f"train.{name}.oracle"
         sentences = [line.split() for line in enja.read(eval_src)]
         ranks = read_oracle(str(eval_oracle), [len(s) for s in sentences])
@@ -205,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def recorded_align_args(work: Path) -> tuple[str, ...]:
+    """The `xlpos-prep align` options a prepared --work was aligned with (none for a directory not yet aligned)."""
+    meta = work / "align.json"
+    return tuple(json.loads(meta.read_text()).get("align_args", [])) if meta.exists() else ()
 
 
 def link_f1(work: Path, other: Path) -> float:
