@@ -26,6 +26,9 @@ shard jobs), the jackknife's folds (K at once), eflomal (its two directions) and
 
     python benchmarks/scale.py --sizes 5000,10000,20000 --workers 2 --json docs/runs/2026-12-scale/small.json
     python benchmarks/scale.py --sizes 50000,500000,2000000 --workers 2 --work /big/disk/scale     # hours
+
+A size measured before is read from its record; a size whose measurement was cut resumes when the same command
+runs again (the pipeline skips its completed steps; the step that was cut is named in the record).
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -60,6 +63,7 @@ WMT_ALIGN_LINES, WMT_REORDER_LINES = 1_000_000, 100_000   # the WMT recipes' ALI
 SPM_SAMPLE_PAIRS = 1_000_000
 TARGETS = {"WMT14 En-De": 4_500_000, "WMT17 Zh-En": 20_000_000}
 CORES = (2, 32)
+PROGRESS_SECONDS = 30.0   # how often a running prepare's measured steps are saved (a cut measurement resumes)
 # Steps whose completion records are written inside another step's interval (the jackknife's folds run in
 # parallel within "jackknife reorderers"): left out of the per-step table, their time is their parent's. So is the
 # model on all lines when it trained beside the folds (its record written after the folds' files were).
@@ -135,10 +139,11 @@ def completion_records(work: Path) -> list[tuple[float, str]]:
 
 
 def step_costs(samples: list[Sample], records: list[tuple[float, str]], start: float) -> list[StepCost]:
-    """Cuts the samples at the steps' ends: a step's interval runs from the previous top-level step's end."""
+    """Cuts the samples at the steps' ends: a step's interval runs from the previous top-level step's end. Steps
+    completed before `start` (an earlier, cut measurement of the same work directory) are not in this one."""
     costs, begin, nested = [], start, nested_steps(records)
     for end, step in records:
-        if step in nested:
+        if step in nested or end < start:
             continue
         inside = [x for x in samples if begin <= x.wall <= end]
         before = [x for x in samples if x.wall <= begin]
@@ -158,16 +163,22 @@ class ChildRun:
     samples: list[Sample]
 
 
-def measured_child(cmd: list[str], log_path: Path) -> ChildRun:
-    """Runs cmd with its output to log_path, sampling its process tree."""
-    with open(log_path, "w", encoding="utf-8") as out:
+def measured_child(cmd: list[str], log_path: Path, progress: Callable[[float, list[Sample]], None] | None = None,
+                   every: float = 30.0) -> ChildRun:
+    """Runs cmd with its output appended to log_path, sampling its process tree; `progress(start, samples so
+    far)` is called every `every` seconds while it runs."""
+    with open(log_path, "a", encoding="utf-8") as out:
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         sampler = TreeSampler(proc.pid).start()
+        reported = t0
         while True:  # wait4 reaps the child and gives the CPU time of it and every descendant it reaped
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if progress and time.time() - reported >= every:
+                progress(t0, list(sampler.samples))
+                reported = time.time()
             time.sleep(0.05)
         samples = sampler.stop()
         wall = time.time() - t0
@@ -183,6 +194,10 @@ def prepare_command(work: Path, workers: int, jackknife: int, reorder_lines: int
     return [sys.executable, "-m", "xlpos_prep.cli", "prepare", "--work", str(work), "--src", SRC, "--tgt", TGT,
             "--workers", str(workers), "--jackknife", str(jackknife), "--reorder-train-lines", str(reorder_lines),
             "--reorder-args", f"--max-len {MAX_WORDS}"]
+
+
+def epoch_command(data_bin: Path, max_tokens: int) -> list[str]:
+    return [sys.executable, __file__, "--epoch", str(data_bin), "--max-tokens", str(max_tokens)]
 
 
 def epoch_main(data_bin: str, max_tokens: int) -> None:
@@ -304,37 +319,79 @@ def extrapolate(fits: dict[str, dict], pairs: int, cores: int, folds: int) -> fl
 # ------------------------------------------------------------------------------------------------ one size
 def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -> dict:
     """Prepares a fresh corpus of `lines` training pairs and measures every step; the record is kept in
-    ROOT/N/scale.json, and a size with a record is not run again (delete the directory to remeasure)."""
+    ROOT/N/scale.json, and a size with a record is not run again (delete the directory to remeasure).
+
+    A measurement that is cut (the machine goes back, Ctrl-C) resumes: the steps measured so far are kept in
+    ROOT/N/partial.json while prepare runs, and the next run of the same size lets the pipeline skip the steps it
+    completed and measures the rest. The step that was running when it was cut is measured from the resumption
+    only (the time it had spent is lost, and a step that resumes its own parts, such as the jackknife's folds,
+    reads cheaper): the record names it in `resumed_steps`."""
     work = root / str(lines)
-    record_path = work / "scale.json"
+    record_path, partial_path = work / "scale.json", work / "partial.json"
     if record_path.exists():
         log(f"{lines} pairs: measured before ({record_path})")
         return json.loads(record_path.read_text(encoding="utf-8"))
-    if work.exists():  # a cut measurement: its steps' times are lost with it, so it starts again
-        import shutil
-        shutil.rmtree(work)
-    log(f"{lines} pairs: writing the corpus")
-    write_corpus(data, work / "tok", lines, opts.seed)
-    words = sum(len(line.split()) for line in open(work / "tok" / f"train.{SRC}", encoding="utf-8"))
     reorder = max(2 * opts.jackknife, int(lines * opts.reorder_fraction))
     cmd = prepare_command(work, opts.workers, opts.jackknife, reorder)
-    log(f"{lines} pairs ({words} source words): {shlex.join(cmd)}")
-    run = measured_child(cmd, work / "prepare.log")
-    costs = step_costs(run.samples, completion_records(work), run.start)
-    log(f"{lines} pairs: prepare took {run.wall:.0f} s, {run.cpu:.0f} CPU-s; one epoch of data loading next")
-    epoch_cmd = [sys.executable, __file__, "--epoch", str(work / "data-bin"), "--max-tokens", str(opts.max_tokens)]
-    epoch_run = measured_child(epoch_cmd, work / "epoch.log")
+    partial = json.loads(partial_path.read_text(encoding="utf-8")) if partial_path.exists() else None
+    if partial and partial["command"] != shlex.join(cmd):
+        raise SystemExit(f"{partial_path}: measured with `{partial['command']}`, not `{shlex.join(cmd)}`: "
+                         "delete the directory to remeasure")
+    if partial is None:
+        if work.exists():  # cut before its corpus was whole: nothing of it was measured
+            import shutil
+            shutil.rmtree(work)
+        log(f"{lines} pairs: writing the corpus")
+        write_corpus(data, work / "tok", lines, opts.seed)
+        words = sum(len(line.split()) for line in open(work / "tok" / f"train.{SRC}", encoding="utf-8"))
+        partial = {"command": shlex.join(cmd), "source_words": words, "steps": [], "intervals": [],
+                   "resumed_steps": [], "prepare_done": False}
+        write_json(partial_path, partial)
+    if not partial["prepare_done"]:
+        measured = list(partial["steps"])
+        if partial["intervals"]:
+            log(f"{lines} pairs: resuming a cut measurement ({len(measured)} steps measured before)")
+
+        def keep(start: float, samples: list[Sample], wall: float | None = None, cpu: float | None = None) -> None:
+            new = [asdict(c) for c in step_costs(samples, completion_records(work), start)]
+            if new and partial["intervals"] and new[0]["step"] not in partial["resumed_steps"]:
+                partial["resumed_steps"].append(new[0]["step"])
+            interval = {"start": start, "wall": round(wall if wall is not None else time.time() - start, 2),
+                        "cpu": round(cpu if cpu is not None else (samples[-1].cpu if samples else 0.0), 2),
+                        "peak_rss": max((x.rss for x in samples), default=0)}
+            write_json(partial_path, {**partial, "steps": measured + new,
+                                      "intervals": partial["intervals"] + [interval], "prepare_done": wall is not None})
+
+        log(f"{lines} pairs ({partial['source_words']} source words): {shlex.join(cmd)}")
+        run = measured_child(cmd, work / "prepare.log", progress=keep, every=PROGRESS_SECONDS)
+        keep(run.start, run.samples, run.wall, run.cpu)
+        partial = json.loads(partial_path.read_text(encoding="utf-8"))
+    intervals = partial["intervals"]
+    log(f"{lines} pairs: prepare took {sum(i['wall'] for i in intervals):.0f} s, "
+        f"{sum(i['cpu'] for i in intervals):.0f} CPU-s; one epoch of data loading next")
+    (work / "epoch.log").unlink(missing_ok=True)
+    epoch_run = measured_child(epoch_command(work / "data-bin", opts.max_tokens), work / "epoch.log")
     epoch = json.loads((work / "epoch.log").read_text(encoding="utf-8").strip().splitlines()[-1])
-    record = {"lines": lines, "source_words": words, "reorder_lines": reorder, "aligned_lines": lines,
-              "workers": opts.workers, "jackknife": opts.jackknife, "command": shlex.join(cmd),
-              "prepare": {"wall": round(run.wall, 2), "cpu": round(run.cpu, 2),
-                          "peak_rss": max((x.rss for x in run.samples), default=0)},
-              "steps": [asdict(c) for c in costs],
+    record = {"lines": lines, "source_words": partial["source_words"], "reorder_lines": reorder,
+              "aligned_lines": lines, "workers": opts.workers, "jackknife": opts.jackknife, "command": partial["command"],
+              "prepare": {"wall": round(sum(i["wall"] for i in intervals), 2),
+                          "cpu": round(sum(i["cpu"] for i in intervals), 2),
+                          "peak_rss": max((i["peak_rss"] for i in intervals), default=0)},
+              "steps": partial["steps"],
               "epoch": {**epoch, "process_wall": round(epoch_run.wall, 2)},
               "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "load_before": opts.load_before}
-    record_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    if len(intervals) > 1:
+        record["intervals"] = len(intervals)
+        record["resumed_steps"] = partial["resumed_steps"]
+    write_json(record_path, record)
     return record
+
+
+def write_json(path: Path, value: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def machine() -> str:
@@ -399,6 +456,10 @@ def report(records: list[dict], folds: int) -> dict:
         per_k = "" if fit["kind"] == "fixed" else f"{1000 * fit['cpu_m']:6.2f}"
         print(f"{step[:34]:34} {fit['kind']:>6} " + " ".join(cells) + f" {b:>8} {wb:>8} {per_k:>6}")
     print("* under 10 CPU seconds at the largest size: start-up weighs, the exponent is no growth figure")
+    for r in records:
+        if r.get("resumed_steps"):
+            print(f"{r['lines']} pairs were measured in {r['intervals']} pieces (a cut measurement resumed): "
+                  f"{', '.join(r['resumed_steps'])} measured from the resumption only, lower than a whole run's")
     print("one epoch of data loading (XL task, every batch collated): "
           + ", ".join(f"{r['lines']}: {r['epoch']['cpu']:.1f} CPU-s, {r['epoch']['peak_rss'] / 2**20:.0f} MB"
                       for r in records))

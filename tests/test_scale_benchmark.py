@@ -142,3 +142,53 @@ def test_step_memory_inputs_repeat_the_work_directorys_files(tmp_path):
     commands = step_memory.step_commands(work, made, tmp_path / "out")
     assert set(commands) == {"reorder", "positions", "spm-encode", "oracle", "clean", "align"}
     assert all(str(tmp_path / "out") in " ".join(c) for c in commands.values())
+
+
+FAKE_PREPARE = """
+import json, pathlib, sys, time
+work = pathlib.Path(sys.argv[1])
+for step in ("align (train+test)", "train-reorderer", "data-bin"):
+    marker = work / (step.split()[0] + ".done")
+    if marker.exists():
+        continue  # the pipeline skips a completed step
+    time.sleep(0.3)
+    if (work / ("fail-at-" + step)).exists():
+        sys.exit(1)
+    marker.write_text(json.dumps({"step": step}))
+"""
+
+
+def test_a_cut_measurement_resumes_and_keeps_the_steps_measured_before(tmp_path, monkeypatch):
+    import argparse
+
+    def corpus(data, tok, lines, seed):
+        tok.mkdir(parents=True)
+        (tok / "train.en").write_text("a b c\nd e\n", encoding="utf-8")
+        (tok.parent / "fail-at-data-bin").write_text("")  # the machine goes away during data-bin
+
+    monkeypatch.setattr(scale, "write_corpus", corpus)
+    monkeypatch.setattr(scale, "prepare_command",
+                        lambda work, *a: [sys.executable, "-c", FAKE_PREPARE, str(work), *map(str, a)])
+    monkeypatch.setattr(scale, "epoch_command", lambda *a: [sys.executable, "-c", "print('{\"cpu\": 1.0}')"])
+    monkeypatch.setattr(scale, "PROGRESS_SECONDS", 0.0)
+    opts = argparse.Namespace(jackknife=3, reorder_fraction=0.5, workers=1, seed=1, max_tokens=100, load_before=0.0)
+    work = tmp_path / "10"
+    work.mkdir()  # a directory without a measurement: cut while its corpus was written, so made again
+    with pytest.raises(SystemExit):
+        scale.measure_size(tmp_path, ENJA, 10, opts)
+    partial = json.loads((work / "partial.json").read_text())
+    assert [s["step"] for s in partial["steps"]] == ["align (train+test)", "train-reorderer"]
+    assert not (work / "scale.json").exists()
+
+    (work / "fail-at-data-bin").unlink()
+    record = scale.measure_size(tmp_path, ENJA, 10, opts)
+    assert [s["step"] for s in record["steps"]] == ["align (train+test)", "train-reorderer", "data-bin"]
+    assert [s["wall"] for s in record["steps"]] == [s["wall"] for s in partial["steps"]] + [record["steps"][2]["wall"]]
+    assert record["source_words"] == 5 and record["intervals"] == 2 and record["resumed_steps"] == ["data-bin"]
+    assert record["prepare"]["wall"] >= sum(s["wall"] for s in record["steps"]) - 0.05
+    assert json.loads((work / "scale.json").read_text()) == record
+
+    opts.workers = 2  # other settings: the cut measurement is not theirs
+    (work / "scale.json").unlink()
+    with pytest.raises(SystemExit, match="delete the directory"):
+        scale.measure_size(tmp_path, ENJA, 10, opts)
