@@ -27,6 +27,12 @@ shard jobs), the jackknife's folds (K at once), eflomal (its two directions) and
     python benchmarks/scale.py --sizes 5000,10000,20000 --workers 2 --json docs/runs/2026-12-scale/small.json
     python benchmarks/scale.py --sizes 50000,500000,2000000 --workers 2 --work /big/disk/scale     # hours
 
+A larger size can be measured alone, with the WMT recipes' reorderer cap as its share, and fitted together
+with earlier records:
+
+    python benchmarks/scale.py --sizes 2000000 --reorder-fraction 0.05 --workers 2 --work work/scale-2m \
+        --with-records docs/runs/2026-12-scale/s20k-500k-f02-w2.json --json docs/runs/2026-12-scale/s2m.json
+
 A size measured before is read from its record; a size whose measurement was cut resumes when the same command
 runs again (the pipeline skips its completed steps; the step that was cut is named in the record).
 """
@@ -485,6 +491,24 @@ def report(records: list[dict], folds: int) -> dict:
     return {"fits": fits, "extrapolated_seconds": extrapolated, "extrapolated_peak_mb": memory}
 
 
+def earlier_records(paths: list[Path], measured: set[int], folds: int) -> list[dict]:
+    """The records of earlier runs' --json files, but for the sizes in `measured` (and the first of two files
+    recording one size). Records of another jackknife are refused: the fits would mix two pipelines."""
+    records: dict[int, dict] = {}
+    for path in paths:
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))["records"]
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"--with-records {path}: not a scale benchmark record ({e})") from None
+        for r in found:
+            if r["jackknife"] != folds:
+                raise SystemExit(f"--with-records {path}: {r['lines']} pairs were measured with --jackknife "
+                                 f"{r['jackknife']}, not {folds}")
+            if r["lines"] not in measured:
+                records.setdefault(r["lines"], r)
+    return list(records.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="5000,10000,20000", help="training pairs, comma-separated")
@@ -497,14 +521,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="of the corpus's sampling")
     p.add_argument("--max-tokens", type=int, default=4096, help="batch size of the data-loading epoch")
     p.add_argument("--json", type=Path, help="write the records, fits and extrapolation here")
+    p.add_argument("--with-records", type=Path, nargs="+", default=[], metavar="JSON",
+                   help="also fit the sizes recorded in these earlier --json files (a size measured now replaces "
+                        "theirs); with --sizes '' only they are reported")
     p.add_argument("--epoch", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.epoch:
         epoch_main(opts.epoch, opts.max_tokens)
         return 0
-    sizes = [int(x) for x in opts.sizes.split(",")]
+    sizes = [int(x) for x in opts.sizes.split(",") if x.strip()]
     opts.load_before = os.getloadavg()[0]
     records = [measure_size(opts.work, opts.data, n, opts) for n in sizes]
+    records += earlier_records(opts.with_records, set(sizes), opts.jackknife)
+    if not records:
+        p.error("nothing to report: give --sizes or --with-records")
     summary = report(records, opts.jackknife)
     if opts.json:
         opts.json.parent.mkdir(parents=True, exist_ok=True)

@@ -192,3 +192,17 @@ def test_a_cut_measurement_resumes_and_keeps_the_steps_measured_before(tmp_path,
     (work / "scale.json").unlink()
     with pytest.raises(SystemExit, match="delete the directory"):
         scale.measure_size(tmp_path, ENJA, 10, opts)
+
+
+def test_earlier_records_join_the_fit_unless_measured_again_or_of_another_jackknife(tmp_path):
+    rec = lambda lines, folds=3: {"lines": lines, "jackknife": folds}  # noqa: E731
+    (tmp_path / "a.json").write_text(json.dumps({"records": [rec(20000), rec(500000)]}))
+    (tmp_path / "b.json").write_text(json.dumps({"records": [rec(500000), rec(2000000)]}))
+    got = scale.earlier_records([tmp_path / "a.json", tmp_path / "b.json"], {2000000}, 3)
+    assert sorted(r["lines"] for r in got) == [20000, 500000]
+    (tmp_path / "c.json").write_text(json.dumps({"records": [rec(50000, folds=1)]}))
+    with pytest.raises(SystemExit, match="--jackknife 1, not 3"):
+        scale.earlier_records([tmp_path / "c.json"], set(), 3)
+    (tmp_path / "d.json").write_text("{}")
+    with pytest.raises(SystemExit, match="not a scale benchmark record"):
+        scale.earlier_records([tmp_path / "d.json"], set(), 3)
