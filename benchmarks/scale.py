@@ -379,7 +379,8 @@ def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -
     epoch_run = measured_child(epoch_command(work / "data-bin", opts.max_tokens), work / "epoch.log")
     epoch = json.loads((work / "epoch.log").read_text(encoding="utf-8").strip().splitlines()[-1])
     record = {"lines": lines, "source_words": partial["source_words"], "reorder_lines": reorder,
-              "aligned_lines": lines, "workers": opts.workers, "jackknife": opts.jackknife, "command": partial["command"],
+              "aligned_lines": lines, "workers": opts.workers, "jackknife": opts.jackknife,
+              "command": partial["command"],
               "prepare": {"wall": round(sum(i["wall"] for i in intervals), 2),
                           "cpu": round(sum(i["cpu"] for i in intervals), 2),
                           "peak_rss": max((i["peak_rss"] for i in intervals), default=0)},
@@ -465,13 +466,13 @@ def report(records: list[dict], folds: int) -> dict:
     for r in records:
         if r.get("resumed_steps"):
             print(f"{r['lines']} pairs were measured in {r['intervals']} pieces (a cut measurement resumed): "
-                  f"{', '.join(r['resumed_steps'])} measured from the resumption only, lower than a whole run's")
+                  f"{', '.join(r['resumed_steps'])} measured from the resumption only (cheaper than whole where a step "
+                  "resumes its own parts)")
     print("one epoch of data loading (XL task, every batch collated): "
           + ", ".join(f"{r['lines']}: {r['epoch']['cpu']:.1f} CPU-s, {r['epoch']['peak_rss'] / 2**20:.0f} MB"
                       for r in records))
-    print("whole prepare: " + ", ".join(f"{r['lines']}: {r['prepare']['wall']:.0f} s wall, "
-                                        f"{r['prepare']['cpu']:.0f} CPU-s, peak {r['prepare']['peak_rss'] / 2**20:.0f} MB"
-                                        for r in records))
+    print("whole prepare: " + ", ".join(f"{r['lines']}: {r['prepare']['wall']:.0f} s wall, {r['prepare']['cpu']:.0f} "
+                                        f"CPU-s, peak {r['prepare']['peak_rss'] / 2**20:.0f} MB" for r in records))
     extrapolated = {}
     print(f"\nextrapolated prepare time with the WMT recipes' caps (align {WMT_ALIGN_LINES:,} pairs, reorderer "
           f"{WMT_REORDER_LINES:,}), jackknife {folds} folds:")
