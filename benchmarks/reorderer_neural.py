@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             size = len(train_src) - enja.TUNE_LINES
             part = f"train{size}"
             eval_src = enja.subset(work, f"tune.{src_lang}", train_src[size:])
-            eval_oracle = enja.subset(work, f"tune.{name}.oracle", train_oracle[size:]) if reference == work else \
-                enja.subset(work, f"tune.{name}.reference.oracle", enja.read(reference / f"train.{name}.oracle")[size:])
+            judged = train_oracle if reference == work else enja.read(reference / f"train.{name}.oracle")
+            eval_oracle = enja.subset(work, f"tune.{name}{'' if reference == work else '.reference'}.oracle",
+                                      judged[size:])
             src = enja.subset(work, f"{part}.{src_lang}", train_src[:size])
             oracle = enja.subset(work, f"{part}.{name}.oracle", train_oracle[:size])
         else:

@@ -57,7 +57,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 from process_tree import Sample, TreeSampler  # noqa: E402
-from xlpos_prep.io import log  # noqa: E402
+from xlpos_prep.io import log, write_json  # noqa: E402
 
 SRC, TGT = "en", "ja"
 HELD_LINES = 4_000          # the last Tanaka training lines: valid and test are joined from them, training pairs never
@@ -393,12 +393,6 @@ def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -
         record["resumed_steps"] = partial["resumed_steps"]
     write_json(record_path, record)
     return record
-
-
-def write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def machine() -> str:

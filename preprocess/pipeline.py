@@ -533,6 +533,8 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
         log(f"train-reorderer: {n_reorder} sentences")
         train_reorderer(cfg, train_src, train_oracle, layout.reorderer, logs / "train-reorderer.log")
 
+    reorderer_inputs = [train_src, train_oracle]
+
     def reorderer_step() -> float | None:
         return once.step("train-reorderer", [layout.reorderer], make_reorderer, inputs=reorderer_inputs,
                          settings=reorderer_settings(cfg), expensive=True)
@@ -541,7 +543,6 @@ def _prepare(cfg: PrepareConfig, layout: Layout, stage: Stage) -> Prepared:
     # better than new ones (docs/positions.md). The model on all lines trains beside the folds' models (K + 1
     # independent trainings, cfg.workers at a time: no core waits while one model trains alone), unless an earlier
     # run's model is in the way: that step then stops at once, naming it, before any fold trains.
-    reorderer_inputs = [train_src, train_oracle]
     state = check_step([layout.reorderer], reorderer_inputs, reorderer_settings(cfg))
     together = cfg.jackknife > 1 and not (state.done or state.leftover or isinstance(once, RequiredSteps))
     if not together:
