@@ -22,6 +22,11 @@ What is done is read from the records alone:
     python benchmarks/campaign.py gather docs/runs/2026-12-results --out docs/bleu_results.json \
         --markdown docs/bleu_results.md --plot docs/bleu_by_length.png
 
+The alignment cannot be seeded: a replica made again (on another machine, after its work directory went) is
+another making of it, with other oracles, reorderer and positions. `status` and `gather` name every replica whose
+records come from more than one making, with the systems of each, since the paired tests across makings include
+that difference.
+
 `run` starts no run after --hours have passed (runs in progress finish; Ctrl-C stops them, and the finished ones
 keep their records; a stopped run resumes from its last checkpoint next time). With --finish-within it starts only
 runs that its estimate says end in time (a cluster job's limit, a session's end), and a shorter run of a later unit
@@ -137,7 +142,24 @@ def status_lines(c: Campaign) -> list[str]:
     lines.append(f"{done_runs}/{total_runs} runs recorded"
                  + (f"; {sum(h for h, _ in hours):.1f} core-hours of training so far, {per_run * 60:.0f} min "
                     f"per run, about {left * per_run:.1f} core-hours of training left" if per_run else ""))
-    return lines
+    return lines + mixed_making_lines(c)
+
+
+def mixed_making_lines(c: Campaign) -> list[str]:
+    """A warning for every data replica (pair and seed) whose records come from more than one making of it
+    (run_records.replica_making): the paired tests between those runs include the difference of two alignments,
+    not only of the systems."""
+    groups: dict[tuple[str, int], dict[str | None, list[str]]] = {}
+    for u in c.units:
+        for s in u.systems:
+            key = run_records.RunKey(u.pair, s, u.seed)
+            if run_records.has_record(c.directory, key):
+                making = run_records.replica_making(run_records.read_record(c.directory, key))
+                groups.setdefault((u.pair, u.seed), {}).setdefault(making, []).append(s)
+    return [f"warning: {pair} seed {seed} mixes {len(makings)} makings of its data replica (the alignment is not "
+            f"seeded; paired tests across them include that difference): "
+            + "; ".join(f"{making or 'unknown'}: {','.join(systems)}" for making, systems in makings.items())
+            for (pair, seed), makings in groups.items() if len(makings) > 1]
 
 
 @dataclass(frozen=True)
@@ -361,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.bleu.is_file():
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
             return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within)
+        for line in mixed_making_lines(c):
+            print(line, file=sys.stderr)
         return subprocess.run(gather_command(c, rest)).returncode
     except (CampaignError, run_records.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -217,3 +217,17 @@ def replica_minutes(record: dict) -> float:
     recorded in its provenance; 0 when the record does not say."""
     data = record.get("provenance", {}).get("data", {})
     return (float(data.get("align_seconds", 0.0)) + sum(map(float, data.get("prep_step_seconds", {}).values()))) / 60
+
+
+def replica_making(record: dict) -> str | None:
+    """Which making of its data replica a run was trained on, as a short fingerprint; None when the record does not
+    say. The alignment cannot be seeded, so a replica made again (another machine, a deleted work directory) has
+    other oracles, reorderer and positions under the same replica number. The reorderer's Kendall tau on each test
+    sentence, which bleu.py records for every system (vanilla included: the preparation is shared), differs between
+    makings; a record from before it was kept falls back on the corpus tau."""
+    data = record.get("provenance", {}).get("data", {})
+    per_sentence = data.get("test_sentences", {}).get("reorderer_tau")
+    if per_sentence:
+        return hashlib.sha1(json.dumps(per_sentence).encode()).hexdigest()[:10]
+    corpus = data.get("reordering_vs_oracle", {}).get("test", {}).get("reorderer", {}).get("corpus_tau")
+    return None if corpus is None else f"tau{float(corpus):.6f}"

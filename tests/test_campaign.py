@@ -293,3 +293,30 @@ def test_a_run_that_another_scheduler_recorded_meanwhile_is_not_started(fake_ble
     assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 0
     assert [what(a) for a in calls(root / "work")] == [("ja-en", "vanilla,input", "prepare"),
                                                        ("ja-en", "vanilla", "train")]
+
+
+def test_a_replica_whose_runs_come_from_two_makings_is_named_with_its_systems(tmp_path, capsys, monkeypatch):
+    c = write_campaign(tmp_path / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input", "rope"]},
+                                           {"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope"]}])
+    first, second = ({"test_sentences": {"reorderer_tau": taus}} for taus in ([0.5, 1.0], [0.5, 0.9]))
+    for system, seed, data in (("vanilla", 1, first), ("input", 1, first), ("rope", 1, second),
+                               ("vanilla", 2, second), ("rope", 2, second)):
+        record_run(c, "ja-en", system, seed, {"seconds": 60.0}, HERE, "2026-12-06 13:00:00 +0000", data=data)
+    making = {name: run_records.replica_making({"provenance": {"data": d}}) for name, d in (("a", first),
+                                                                                              ("b", second))}
+    assert making["a"] != making["b"]
+    assert campaign.main(["status", str(c)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning")]
+    # seed 2's runs share one making: only seed 1 is named, with the systems of each making
+    assert warnings == [f"warning: ja-en seed 1 mixes 2 makings of its data replica (the alignment is not seeded; "
+                        f"paired tests across them include that difference): {making['a']}: vanilla,input; "
+                        f"{making['b']}: rope"]
+    monkeypatch.setattr(campaign.subprocess, "run", lambda cmd: type("Done", (), {"returncode": 0})())
+    assert campaign.main(["gather", str(c)]) == 0
+    assert capsys.readouterr().err.strip() == warnings[0]
+
+
+def test_the_making_of_an_older_record_is_its_corpus_tau_or_unknown():
+    older = {"provenance": {"data": {"reordering_vs_oracle": {"test": {"reorderer": {"corpus_tau": 0.8408}}}}}}
+    assert run_records.replica_making(older) == "tau0.840800"
+    assert run_records.replica_making({"provenance": {}}) is None
