@@ -16,6 +16,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.sequence_generator import SequenceGenerator
 
 from xlpos.models.transformer_xlpos import (
+    DEFAULT_XL_FUSION,
     XLPosTransformerModel,
     parse_xl_layers,
     transformer_xlpos,
@@ -351,7 +352,7 @@ def test_architectures_match_fairseq_and_build(name, ours, theirs):
     theirs(theirs_args)
     for key, value in vars(theirs_args).items():
         assert getattr(ours_args, key) == value, key
-    assert ours_args.xl_integration == "input" and ours_args.xl_fusion == "gated"
+    assert ours_args.xl_integration == "input" and ours_args.xl_fusion == DEFAULT_XL_FUSION == "tanh"
     assert ours_args.xl_heads == ours_args.encoder_attention_heads // 2 and ours_args.xl_head_layers == "0"
     # Build with the architecture's widths and heads (2+1 layers keep the test fast), in the mode that uses them.
     ours_args.encoder_layers, ours_args.decoder_layers, ours_args.xl_integration = 2, 1, "head"
@@ -407,6 +408,8 @@ def test_options_survive_fairseq_train_and_checkpoint_loading(tiny_corpus, tmp_p
         [str(save_dir / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_corpus.data_bin)})
     encoder = models[0].encoder
     assert (encoder.xl.integration, encoder.xl.xl_heads, encoder.xl.layers) == ("rope", 1, (0, 1))
+    # the defaults are written into the saved arguments: a later change of default leaves this model as trained
+    assert cfg.model.xl_fusion == DEFAULT_XL_FUSION
     assert all(layer.takes_xl_inputs and layer.self_attn.xl_heads == 1 for layer in encoder.layers)
 
     task.load_dataset("test")

@@ -60,6 +60,9 @@ from xlpos.modules import (
 
 XL_INTEGRATIONS = ("none", "input", "head", "rope")
 XL_FUSIONS = tuple(POSITION_FUSIONS)
+# InXL's fusion when --xl-fusion is not given: this project's choice by measurement (docs/positions.md). A
+# checkpoint keeps the fusion it was trained with: the architecture writes the default into the saved arguments.
+DEFAULT_XL_FUSION = "tanh"
 
 MISSING_XL_POSITIONS = (
     "transformer_xlpos with --xl-integration {mode} needs net_input['src_xl_positions'], which this task does not "
@@ -97,7 +100,7 @@ class XLPositionOptions:
     @classmethod
     def from_args(cls, args, num_heads: int, num_layers: int) -> "XLPositionOptions":
         integration = getattr(args, "xl_integration", None) or "input"
-        fusion = getattr(args, "xl_fusion", None) or "gated"
+        fusion = getattr(args, "xl_fusion", None) or DEFAULT_XL_FUSION
         if integration not in XL_INTEGRATIONS:
             raise ValueError(f"--xl-integration must be one of {XL_INTEGRATIONS}, got {integration!r}")
         if fusion not in XL_FUSIONS:
@@ -321,7 +324,7 @@ class XLPosTransformerModel(TransformerModel):
             choices=XL_FUSIONS,
             help="input mode: sum = PE(abs) + PE(xl); gated = learned per-channel gate g*PE(abs) + (1-g)*PE(xl); "
             "context = that gate also fed the word and its neighbours; tanh = tanh(U PE(abs) + V PE(xl)); "
-            "default: gated (docs/results.md compares them)",
+            f"default: {DEFAULT_XL_FUSION} (docs/positions.md compares them)",
         )
         parser.add_argument(
             "--xl-heads",
@@ -398,7 +401,7 @@ def xl_architecture_defaults(args) -> None:
     if getattr(args, "xl_integration", None) is None:
         args.xl_integration = "input"
     if getattr(args, "xl_fusion", None) is None:
-        args.xl_fusion = "gated"
+        args.xl_fusion = DEFAULT_XL_FUSION
     if getattr(args, "xl_heads", None) is None:
         args.xl_heads = default_xl_heads(args.encoder_attention_heads)
     if getattr(args, "xl_head_layers", None) is None:
