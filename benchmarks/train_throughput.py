@@ -425,9 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     if opts.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
     modes = ["vanilla"] + [m for m in opts.modes.split(",") if m and m != "vanilla"]
+    from xlpos.models.transformer_xlpos import XL_FUSIONS, XL_INTEGRATIONS  # the plugin's own lists
     for mode in modes[1:]:
         integration, _, fusion = mode.partition(":")
-        if integration not in ("none", "input", "head", "rope") or fusion not in ("", "sum", "gated"):
+        if integration not in XL_INTEGRATIONS or fusion not in ("", *XL_FUSIONS):
             raise SystemExit(f"unknown mode {mode!r}; modes are integration[:fusion], e.g. input:gated, rope")
     if opts.data_bin is None:
         prepare_data(opts)
