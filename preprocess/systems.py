@@ -47,10 +47,13 @@ ORACLE_SUFFIX = "-oracle"
 MONOTONE_SUFFIX = "-monotone"  # the XL model with XL positions = source positions: the mechanism without reordering
 RANDOM_SUFFIX = "-random"      # trained (and decoded) on random permutations: XL information without any content
 ENCFREE_PREFIX = "encfree-"    # no encoder layers: embeddings and position encodings straight into the decoder
+# the plugin's --xl-fusion choices (xlpos.models.transformer_xlpos.XL_FUSIONS), spelled out because this module must
+# not import fairseq; a test holds the two lists equal
+INPUT_FUSIONS = ("sum", "gated", "context", "tanh")
 SYSTEM_GRAMMAR = """\
 system names (--systems):
   vanilla                 fairseq's transformer (--task translation)
-  input[-FUSION]          InXL; FUSION = sum|gated|context|tanh: --xl-fusion (plain input: the plugin's default)
+  input[-FUSION]          InXL; FUSION = {fusions}: --xl-fusion (plain input: the plugin's default)
   head[-kK][-lLAYERS]     HeadXL; -kK: --xl-heads K; -lLAYERS: --xl-head-layers, one digit per layer or 'all'
                           (head-k2-l01 = 2 XL heads in layers 0 and 1)
   rope[-kK][-lLAYERS]     rotary XL, same head/layer options
@@ -64,7 +67,7 @@ system names (--systems):
                           'any extra position signal helps'
   <XL system>-noiseK      trained with --xl-position-noise K (a fresh perturbation of the training positions in
                           every epoch; e.g. rope-noise2, input-context-noise2); before -oracle/-monotone/-random
-"""
+""".format(fusions="|".join(INPUT_FUSIONS))
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,8 @@ def parse_system(name: str) -> SystemSpec:
     if noise:
         core = noise.group(1)
         model_args += ["--xl-position-noise", noise.group(2)]
-    m = re.fullmatch(r"input(?:-(sum|gated|context|tanh))?", core) or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?",
-                                                                      core)
+    m = (re.fullmatch(rf"input(?:-({'|'.join(INPUT_FUSIONS)}))?", core)
+         or re.fullmatch(r"(head|rope)(?:-k(\d+))?(?:-l(all|\d+))?", core))
     if not m:
         raise ValueError(f"unknown system {name}; see --help for the names")
     if core.startswith("input"):

@@ -272,6 +272,18 @@ def test_training_config_is_shared_and_keyed() -> None:
     assert rope[rope.index("--xl-integration") + 1] == "rope" and systems.parse_system("rope-oracle").oracle
 
 
+def test_every_fusion_of_the_plugin_is_a_system_name() -> None:
+    """A fusion added to the plugin is reachable as input-FUSION in bleu.py and the campaigns, and only the
+    plugin's fusions are (systems.py spells the list out: it must not import fairseq)."""
+    from xlpos.models.transformer_xlpos import XL_FUSIONS
+    assert tuple(systems.INPUT_FUSIONS) == tuple(XL_FUSIONS)
+    for fusion in XL_FUSIONS:
+        args = systems.task_args(systems.parse_system(f"input-{fusion}"))
+        assert args[args.index("--xl-fusion") + 1] == fusion
+    with pytest.raises(ValueError, match="unknown system input-bilinear"):
+        systems.parse_system("input-bilinear")
+
+
 def pooled_example() -> tuple[dict, dict, dict]:
     """Two seeds of 8 test sentences; seed 1's reorderer moved none of them, seed 2's moved all of them."""
     refs = [" ".join(f"w{k}{i}" for i in range(4 + k % 3)) for k in range(8)]
