@@ -396,9 +396,32 @@ def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                  if line.startswith("model name")), "unknown CPU")
+    """The CPU a size was measured on. Virtual machines often name only the product line ("AMD EPYC"), which
+    spans generations that differ 3-5x in this pipeline's speed: the family, model and AVX-512 tell them apart."""
+    info: dict[str, str] = {}
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.partition(":")
+            if not sep:
+                break  # the first processor's block ends at a blank line
+            info.setdefault(key.strip(), value.strip())
+    detail = [f"family {info['cpu family']} model {info['model']}"] if "cpu family" in info and "model" in info else []
+    if "avx512f" in info.get("flags", "").split():
+        detail.append("AVX-512")
+    model = info.get("model name", "unknown CPU") + (f" ({', '.join(detail)})" if detail else "")
     return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def mixed_machines(records: list[dict]) -> str | None:
+    """A warning when the sizes were measured on different machines (--with-records from another session): their
+    growth fits then mix two machines' speeds."""
+    machines: dict[str, list[int]] = {}
+    for r in sorted(records, key=lambda r: r["lines"]):
+        machines.setdefault(r.get("machine", "unknown"), []).append(r["lines"])
+    if len(machines) < 2:
+        return None
+    return ("warning: the sizes were measured on different machines, so the growth fits mix their speeds: "
+            + "; ".join(f"{m}: {', '.join(map(str, sizes))} pairs" for m, sizes in machines.items()))
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -457,6 +480,9 @@ def report(records: list[dict], folds: int) -> dict:
         per_k = "" if fit["kind"] == "fixed" else f"{1000 * fit['cpu_m']:6.2f}"
         print(f"{step[:34]:34} {fit['kind']:>6} " + " ".join(cells) + f" {b:>8} {wb:>8} {per_k:>6}")
     print("* under 10 CPU seconds at the largest size: start-up weighs, the exponent is no growth figure")
+    warning = mixed_machines(records)
+    if warning:
+        print(warning)
     for r in records:
         if r.get("resumed_steps"):
             print(f"{r['lines']} pairs were measured in {r['intervals']} pieces (a cut measurement resumed): "

@@ -206,3 +206,11 @@ def test_earlier_records_join_the_fit_unless_measured_again_or_of_another_jackkn
     (tmp_path / "d.json").write_text("{}")
     with pytest.raises(SystemExit, match="not a scale benchmark record"):
         scale.earlier_records([tmp_path / "d.json"], set(), 3)
+
+
+def test_sizes_measured_on_different_machines_are_named():
+    rec = lambda lines, machine: {"lines": lines, "machine": machine}  # noqa: E731
+    assert scale.mixed_machines([rec(20000, "A, 2 cores"), rec(500000, "A, 2 cores")]) is None
+    warning = scale.mixed_machines([rec(2000000, "B, 2 cores"), rec(20000, "A, 2 cores"), rec(500000, "A, 2 cores")])
+    assert "A, 2 cores: 20000, 500000 pairs" in warning and "B, 2 cores: 2000000 pairs" in warning
+    assert "2 cores" in scale.machine()
