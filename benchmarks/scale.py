@@ -56,6 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
+import run_records  # noqa: E402
 from process_tree import Sample, TreeSampler  # noqa: E402
 from xlpos_prep.io import log, write_json  # noqa: E402
 
@@ -396,20 +397,7 @@ def measure_size(root: Path, data: Path, lines: int, opts: argparse.Namespace) -
 
 
 def machine() -> str:
-    """The CPU a size was measured on. Virtual machines often name only the product line ("AMD EPYC"), which
-    spans generations that differ 3-5x in this pipeline's speed: the family, model and AVX-512 tell them apart."""
-    info: dict[str, str] = {}
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            key, sep, value = line.partition(":")
-            if not sep:
-                break  # the first processor's block ends at a blank line
-            info.setdefault(key.strip(), value.strip())
-    detail = [f"family {info['cpu family']} model {info['model']}"] if "cpu family" in info and "model" in info else []
-    if "avx512f" in info.get("flags", "").split():
-        detail.append("AVX-512")
-    model = info.get("model name", "unknown CPU") + (f" ({', '.join(detail)})" if detail else "")
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    return f"{run_records.cpu_model()}, {len(os.sched_getaffinity(0))} cores"
 
 
 def mixed_machines(records: list[dict]) -> str | None:

@@ -102,3 +102,12 @@ def test_a_record_filed_under_the_wrong_name_is_refused(tmp_path: Path):
     rr.record_dir(records, KEY).rename(rr.record_dir(records, other))
     with pytest.raises(rr.RecordError, match="holds ja-en input-gated seed 2, not ja-en vanilla.seed2"):
         rr.read_record(records, other)
+
+
+def test_the_cpu_is_named_by_generation_not_only_by_product_line(tmp_path):
+    block = "processor\t: {}\nmodel name\t: AMD EPYC\ncpu family\t: {}\nmodel\t\t: {}\nflags\t\t: fpu sse2 {}\n\n"
+    (tmp_path / "zen4").write_text(block.format(0, 25, 17, "avx2 avx512f") + block.format(1, 25, 17, "avx2 avx512f"))
+    (tmp_path / "zen2").write_text(block.format(0, 23, 49, "avx2") + block.format(1, 23, 49, "avx2"))
+    assert rr.cpu_model(str(tmp_path / "zen4")) == "AMD EPYC (family 25 model 17, AVX-512)"
+    assert rr.cpu_model(str(tmp_path / "zen2")) == "AMD EPYC (family 23 model 49)"
+    assert rr.cpu_model(str(tmp_path / "absent")) == "unknown"
