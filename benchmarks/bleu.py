@@ -87,7 +87,7 @@ from bleu_corpus import CONTRASTS, PAIRS, attention_reference, prepare_pair  # n
 from bleu_evidence import gather_from_records, pair_significance, pair_summary, seed_pooled_buckets  # noqa: E402
 from bleu_evidence import stored_hypotheses  # noqa: E402
 from bleu_report import markdown_table, print_table  # noqa: E402
-from bleu_runs import GLIBC_MALLOC_ENV, TrainConfig, run_threads, train_and_evaluate  # noqa: E402
+from bleu_runs import GLIBC_MALLOC_ENV, TrainConfig, code_version, run_threads, train_and_evaluate  # noqa: E402
 from run_records import machine_info  # noqa: E402
 
 
@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started = time.time()
+    code_version()  # the code this process runs, before an hour of training lets the checkout move on
     pairs = split_list(args.pairs)
     systems = split_list(args.systems)
     seeds = [int(x) for x in split_list(args.seeds)]

@@ -6,6 +6,7 @@ train and decode), the attention alignments of a trained model, and several runs
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import re
@@ -116,9 +117,11 @@ def parse_train_log(path: Path) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def code_version() -> str:
-    """The checkout's commit ('+modified' when tracked files differ from it): which code made a record."""
-    import subprocess
+    """The checkout's commit ('+modified' when tracked files differ from it): which code made a record. Read once
+    per process (bleu.py reads it as it starts): a run trains for an hour, and a commit made meanwhile is not the
+    code it runs."""
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -153,7 +156,7 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
     meta = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu[0], 1), "resumed_from_checkpoint": resumed,
             **stats,
             "updates_per_s": round(stats.get("updates", cfg.max_update) / seconds, 3),
-            "command": shlex.join(map(str, cmd))}
+            "command": shlex.join(map(str, cmd)), "code": code_version()}  # the record's own code may be later
     write_json(meta_path, meta)
     return meta
 

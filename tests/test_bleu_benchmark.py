@@ -272,6 +272,19 @@ def test_training_config_is_shared_and_keyed() -> None:
     assert rope[rope.index("--xl-integration") + 1] == "rope" and systems.parse_system("rope-oracle").oracle
 
 
+def test_a_record_names_the_code_its_process_started_with(monkeypatch) -> None:
+    """A commit made while a run trains for an hour is not the code that trained it: the version is read once."""
+    bleu_runs.code_version.cache_clear()
+    started = bleu_runs.code_version()
+    assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?|unknown \(not a git checkout\)", started)
+
+    def moved_on(*args, **kwargs):
+        raise AssertionError("the checkout was read again")
+    monkeypatch.setattr("subprocess.run", moved_on)
+    assert bleu_runs.code_version() == started
+    bleu_runs.code_version.cache_clear()
+
+
 def test_every_fusion_of_the_plugin_is_a_system_name() -> None:
     """A fusion added to the plugin is reachable as input-FUSION in bleu.py and the campaigns, and only the
     plugin's fusions are (systems.py spells the list out: it must not import fairseq)."""
