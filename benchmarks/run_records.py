@@ -170,7 +170,7 @@ def list_records(records: Path, pair: str) -> list[RunKey]:
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
     """The CPU's name, family, model and AVX-512. Virtual machines often name only the product line ("AMD EPYC"),
-    which spans generations 3-5x apart in this project's training and pipeline speed."""
+    which spans generations 2-5x apart in this project's training and pipeline speed."""
     info: dict[str, str] = {}
     try:
         with open(cpuinfo, encoding="utf-8") as f:
