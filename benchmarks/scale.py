@@ -68,6 +68,7 @@ WMT_ALIGN_LINES, WMT_REORDER_LINES = 1_000_000, 100_000   # the WMT recipes' ALI
 # sentencepiece trains on a sample of 2M sentences of both sides (sentencepiece_model.train_model's
 # input_sentence_size): 1M pairs' worth; it reads the rest of the corpus only to draw the sample
 SPM_SAMPLE_PAIRS = 1_000_000
+MEMORY_GROWTH = 1.2  # a peak that grew by less over the measured sizes is bounded (see memory_grows)
 TARGETS = {"WMT14 En-De": 4_500_000, "WMT17 Zh-En": 20_000_000}
 CORES = (2, 32)
 PROGRESS_SECONDS = 30.0   # how often a running prepare's measured steps are saved (a cut measurement resumes)
@@ -295,18 +296,33 @@ def step_cpu(fit: dict, lines: int) -> float:
     return max(power, fit.get("cpu_c", 0.0) + max(fit.get("cpu_m", 0.0), 0.0) * lines)
 
 
+def memory_grows(fit: dict) -> bool:
+    """Whether a step's peak memory grew with the corpus: by more than MEMORY_GROWTH from its smallest sampled size
+    to its largest. A step that holds its input grows nearly as fast as it (the alignment 6x, sentencepiece's sample
+    17x over 25x the corpus); one that streams moves by its sampler's and allocator's noise (the reorder of the
+    training split: 911 -> 998 MB on one machine, 975 -> 908 MB on another over the same 25x), which a straight line
+    would carry to gigabytes at WMT sizes."""
+    if fit["kind"] == "fixed" or fit["rss_m"] <= 0:
+        return False
+    sampled = [peak for _, peak in sorted(zip(fit["lines"], fit["peak_rss"])) if peak > 0]
+    return len(sampled) > 1 and sampled[-1] > MEMORY_GROWTH * sampled[0]
+
+
 def extrapolate_memory(fits: dict[str, dict], pairs: int) -> dict[str, float]:
     """Per step, its peak memory (bytes, with the benchmark's --workers) at `pairs` training pairs with the WMT
-    recipes' caps: its measured peak, or, where it grew with the corpus, its linear fit in the lines it works on."""
+    recipes' caps: its measured peak, or, where it grew with the corpus, its linear fit in the lines it works on,
+    at least the peak measured on no more lines (a size measured beyond a recipe's cap, e.g. 2M aligned pairs,
+    says nothing of the capped step)."""
     aligned, reorder = min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES)
     peaks = {}
     for step, fit in fits.items():
         kind, _ = step_kind(step)
-        measured = max(fit["peak_rss"])
-        if kind == "fixed" or fit["rss_m"] <= 0:
-            peaks[step] = measured
-        else:
-            peaks[step] = max(measured, fit["rss_c"] + fit["rss_m"] * lines_of(kind, pairs, aligned, reorder))
+        if not memory_grows(fit):
+            peaks[step] = max(fit["peak_rss"])
+            continue
+        lines = lines_of(kind, pairs, aligned, reorder)
+        below = [peak for x, peak in zip(fit["lines"], fit["peak_rss"]) if x <= lines]
+        peaks[step] = max([fit["rss_c"] + fit["rss_m"] * lines, *below])
     return peaks
 
 
@@ -437,7 +453,7 @@ def fits_of(records: list[dict]) -> dict[str, dict]:
         sampled = [(x, float(c["peak_rss"])) for x, (_, c) in zip(xs, points) if c["peak_rss"] > 0]
         rss_c, rss_m = linear_fit([x for x, _ in sampled], [y for _, y in sampled]) if sampled else (0.0, 0.0)
         fits[step] = {"kind": kind, "cpu_a": cpu_a, "cpu_b": cpu_b, "wall_b": wall_b, "cpu_c": cpu_c,
-                      "cpu_m": cpu_m, "peak_rss": [c["peak_rss"] for _, c in points], "rss_c": rss_c,
+                      "cpu_m": cpu_m, "lines": xs, "peak_rss": [c["peak_rss"] for _, c in points], "rss_c": rss_c,
                       "rss_m": rss_m}
     return fits
 
@@ -490,14 +506,18 @@ def report(records: list[dict], folds: int) -> dict:
             extrapolated[f"{name}, {cores} cores"] = round(seconds)
             print(f"  {name} ({pairs:,} pairs) on {cores:2d} cores: {hours(seconds)}")
     memory = {}
-    print("\nextrapolated peak memory (the process tree of each step with the measured --workers; linear in the "
+    growing = [step for step, fit in fits.items() if memory_grows(fit)]
+    print(f"\npeak memory grew by more than {MEMORY_GROWTH - 1:.0%} over the sizes (it holds what it works "
+          f"on): {', '.join(growing) or 'no step'}; every other step's is bounded")
+    print("extrapolated peak memory (the process tree of each step with the measured --workers; linear in the "
           "lines a step works on where it grew, otherwise as measured); the largest steps:")
     for name, pairs in TARGETS.items():
         peaks = extrapolate_memory(fits, pairs)
         memory[name] = {step: round(peak / 2**20) for step, peak in peaks.items()}
         top = sorted(peaks.items(), key=lambda item: -item[1])[:5]
         print(f"  {name} ({pairs:,} pairs): " + ", ".join(f"{step} {peak / 2**30:.1f} GB" for step, peak in top))
-    return {"fits": fits, "extrapolated_seconds": extrapolated, "extrapolated_peak_mb": memory}
+    return {"fits": fits, "extrapolated_seconds": extrapolated, "extrapolated_peak_mb": memory,
+            "memory_grows": growing}
 
 
 def earlier_records(paths: list[Path], measured: set[int], folds: int) -> list[dict]:

@@ -85,13 +85,26 @@ def test_power_fit_and_extrapolation_with_the_recipes_caps():
 def test_memory_extrapolation_is_linear_where_a_step_grew_and_flat_where_it_did_not():
     assert scale.linear_fit([1e4, 2e4, 5e4], [110.0, 120.0, 150.0]) == (pytest.approx(100.0), pytest.approx(1e-3))
     mb = 2**20
-    fits = {"align (train+test)": {"kind": "A", "peak_rss": [100 * mb, 200 * mb], "rss_c": 0.0, "rss_m": 0.01 * mb},
+    fits = {"align (train+test)": {"kind": "A", "lines": [1e4, 2e4], "peak_rss": [100 * mb, 200 * mb], "rss_c": 0.0,
+                                   "rss_m": 0.01 * mb},
             "positions train": {"kind": "N", "peak_rss": [90 * mb, 80 * mb], "rss_c": 100.0 * mb, "rss_m": -1.0},
             "reorder test": {"kind": "fixed", "peak_rss": [50 * mb, 60 * mb], "rss_c": 0.0, "rss_m": 5.0}}
     peaks = scale.extrapolate_memory(fits, 4_500_000)
     # the alignment grows with its 1M capped lines; positions did not grow (as measured); test is one size
     assert peaks == {"align (train+test)": pytest.approx(1e4 * mb), "positions train": 90 * mb,
                      "reorder test": 60 * mb}
+    # a streaming step's peak that moved by its noise (+10% over 25x the corpus) stays as measured
+    reorder = {"kind": "N-R", "lines": [1.6e4, 4e5], "peak_rss": [911 * mb, 998 * mb], "rss_c": 907 * mb, "rss_m": 0.000227 * mb}
+    assert not scale.memory_grows(reorder)
+    assert scale.extrapolate_memory({"reorder train rest": reorder}, 20_000_000) == {"reorder train rest": 998 * mb}
+    assert scale.memory_grows(fits["align (train+test)"])
+    # a size measured beyond the recipes' 1M-pair alignment cap does not raise the capped step's figure
+    align = {"kind": "A", "lines": [2e4, 5e5, 2e6], "peak_rss": [111 * mb, 710 * mb, 2292 * mb],
+             "rss_c": 100 * mb, "rss_m": 0.0011 * mb}
+    assert scale.extrapolate_memory({"align (train+test)": align}, 4_500_000)["align (train+test)"] \
+        == pytest.approx(1200 * mb)
+    assert scale.extrapolate_memory({"align (train+test)": align}, 300_000)["align (train+test)"] \
+        == pytest.approx(430 * mb)
 
 
 def test_a_size_without_a_memory_sample_does_not_make_a_step_grow():
