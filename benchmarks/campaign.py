@@ -18,6 +18,7 @@ What is done is read from the records alone:
 
     python benchmarks/campaign.py status docs/runs/2026-12-results
     python benchmarks/campaign.py run docs/runs/2026-12-results --work /work/bleu --hours 2 --jobs 2
+    python benchmarks/campaign.py run docs/runs/2026-12-results --work /work/bleu --unit ja-en:2   # one unit only
     git add docs/runs/2026-12-results                      # after each finished run: the records are the result
     python benchmarks/campaign.py gather docs/runs/2026-12-results --out docs/bleu_results.json \
         --markdown docs/bleu_results.md --plot docs/bleu_by_length.png
@@ -274,11 +275,25 @@ def reap(running: dict[subprocess.Popen, tuple[Job, Path, float]], prepared: set
     return failed
 
 
+def parse_units(c: Campaign, specs: Sequence[str]) -> set[tuple[str, int]]:
+    """The (pair, seed) of each PAIR:SEED given to --unit, each checked against the campaign's units."""
+    listed = {(u.pair, u.seed) for u in c.units}
+    chosen: set[tuple[str, int]] = set()
+    for spec in specs:
+        pair, _, seed = spec.rpartition(":")
+        if not pair or not seed.isdigit() or (pair, int(seed)) not in listed:
+            raise CampaignError(f"--unit {spec}: not PAIR:SEED of a unit of {c.directory / CAMPAIGN_FILE} ("
+                                + ", ".join(f"{p}:{s}" for p, s in sorted(listed)) + ")")
+        chosen.add((pair, int(seed)))
+    return chosen
+
+
 def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
-                 finish_within: float = float("inf")) -> int:
+                 finish_within: float = float("inf"), only: set[tuple[str, int]] | None = None) -> int:
     """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
     the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs.
-    No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours."""
+    No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours; with
+    `only`, no run of a (pair, seed) outside it."""
     deadline = time.time() + hours * 3600
     finish_by = time.time() + finish_within * 3600
     kind = run_records.machine_kind(run_records.machine_info()) if finish_within != float("inf") else None
@@ -297,7 +312,8 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
             return True
         minutes = estimate.run + (estimate.replica if job.system is None else 0.0)
         return time.time() + minutes * 60 <= finish_by
-    pending = [Job(u, s) for u in c.units for s in u.missing(c.directory)]
+    pending = [Job(u, s) for u in c.units if only is None or (u.pair, u.seed) in only
+               for s in u.missing(c.directory)]
     prepared: set[Unit] = set()
     running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
     logs = Path(work) / "campaign-logs"
@@ -366,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="start only runs estimated (from the latest recorded runs of their pair on this "
                                 "kind of machine) to end within this long: a cluster job's time limit")
             s.add_argument("--jobs", type=int, default=1, help="runs at a time, across units (one core each)")
+            s.add_argument("--unit", action="append", default=[], metavar="PAIR:SEED",
+                           help="run only the units of this pair and seed (repeatable): one making of a replica "
+                                "per machine, e.g. one unit per cluster job")
             s.add_argument("--bleu", type=Path, default=BLEU,
                            help="the bleu.py to run (default: the one beside this file); a campaign pinned to a "
                                 "commit runs the bleu.py of that commit's worktree")
@@ -382,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise CampaignError("--jobs must be at least 1")
             if not args.bleu.is_file():
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
-            return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within)
+            only = parse_units(c, args.unit) if args.unit else None
+            return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within, only)
         for line in mixed_making_lines(c):
             print(line, file=sys.stderr)
         return subprocess.run(gather_command(c, rest)).returncode

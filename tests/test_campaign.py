@@ -166,6 +166,21 @@ def test_no_run_starts_after_the_hours(fake_bleu):
     assert calls(root / "work") == []
 
 
+def test_unit_runs_only_the_units_of_that_pair_and_seed(fake_bleu, capsys):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla"]},
+                                       {"pair": "ja-en", "seed": 2, "systems": ["vanilla"]},
+                                       {"pair": "ja-en", "seed": 1, "systems": ["rope-oracle"]}])
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), "--unit", "ja-en:1", *bleu]) == 0
+    got = [(a[a.index("--seeds") + 1], what(a)[1]) for a in calls(root / "work") if what(a)[2] == "train"]
+    assert sorted(got) == [("1", "rope-oracle"), ("1", "vanilla")]
+    for bad in ("ja-en:3", "en-ja:1", "ja-en"):
+        assert campaign.main(["run", str(c), "--work", str(root / "work"), "--unit", bad, *bleu]) == 2
+        err = capsys.readouterr().err
+        assert f"--unit {bad}: not PAIR:SEED" in err and "ja-en:1, ja-en:2" in err
+    assert len(calls(root / "work")) == 4  # a bad --unit starts nothing
+
+
 def test_status_counts_records_and_core_hours(tmp_path, capsys):
     c = write_campaign(tmp_path / "camp", [{"pair": "ja-en", "seed": 2, "systems": ["vanilla", "rope", "input"]}])
     for system, train in (("rope", {"seconds": 1000, "cpu_seconds": 1800}),
