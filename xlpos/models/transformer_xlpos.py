@@ -63,6 +63,8 @@ XL_FUSIONS = tuple(POSITION_FUSIONS)
 # InXL's fusion when --xl-fusion is not given: this project's choice by measurement (docs/positions.md). A
 # checkpoint keeps the fusion it was trained with: the architecture writes the default into the saved arguments.
 DEFAULT_XL_FUSION = "tanh"
+DEFAULT_XL_INTEGRATION = "input"
+DEFAULT_XL_HEAD_LAYERS = "0"  # HeadXL/rotary: the first encoder layer
 
 MISSING_XL_POSITIONS = (
     "transformer_xlpos with --xl-integration {mode} needs net_input['src_xl_positions'], which this task does not "
@@ -99,7 +101,7 @@ class XLPositionOptions:
 
     @classmethod
     def from_args(cls, args, num_heads: int, num_layers: int) -> "XLPositionOptions":
-        integration = getattr(args, "xl_integration", None) or "input"
+        integration = getattr(args, "xl_integration", None) or DEFAULT_XL_INTEGRATION
         fusion = getattr(args, "xl_fusion", None) or DEFAULT_XL_FUSION
         if integration not in XL_INTEGRATIONS:
             raise ValueError(f"--xl-integration must be one of {XL_INTEGRATIONS}, got {integration!r}")
@@ -115,7 +117,7 @@ class XLPositionOptions:
                 raise ValueError(f"--xl-integration {integration} puts XL positions into encoder self-attention, "
                                  "and --encoder-layers 0 has none: use --xl-integration input (or none) for an "
                                  "encoder-free model")
-            layers = parse_xl_layers(getattr(args, "xl_head_layers", None) or "0", num_layers)
+            layers = parse_xl_layers(getattr(args, "xl_head_layers", None) or DEFAULT_XL_HEAD_LAYERS, num_layers)
         return cls(integration=integration, fusion=fusion, xl_heads=xl_heads, layers=layers)
 
 
@@ -317,7 +319,7 @@ class XLPosTransformerModel(TransformerModel):
             choices=XL_INTEGRATIONS,
             help="how the encoder uses XL positions: none (vanilla Transformer), input (InXL: added to the input "
             "encoding), head (HeadXL: queries/keys of some heads), rope (rotary, XL heads by XL positions); "
-            "default: input",
+            f"default: {DEFAULT_XL_INTEGRATION}",
         )
         parser.add_argument(
             "--xl-fusion",
@@ -335,7 +337,8 @@ class XLPosTransformerModel(TransformerModel):
         parser.add_argument(
             "--xl-head-layers",
             metavar="LAYERS",
-            help="head/rope modes: 0-based encoder layers with XL heads, comma-separated, or 'all'; default: 0",
+            help="head/rope modes: 0-based encoder layers with XL heads, comma-separated, or 'all'; "
+            f"default: {DEFAULT_XL_HEAD_LAYERS}",
         )
 
     @classmethod
@@ -399,13 +402,13 @@ class XLPosTransformerModel(TransformerModel):
 def xl_architecture_defaults(args) -> None:
     """Our options' defaults; call after the fairseq architecture has set the head count."""
     if getattr(args, "xl_integration", None) is None:
-        args.xl_integration = "input"
+        args.xl_integration = DEFAULT_XL_INTEGRATION
     if getattr(args, "xl_fusion", None) is None:
         args.xl_fusion = DEFAULT_XL_FUSION
     if getattr(args, "xl_heads", None) is None:
         args.xl_heads = default_xl_heads(args.encoder_attention_heads)
     if getattr(args, "xl_head_layers", None) is None:
-        args.xl_head_layers = "0"
+        args.xl_head_layers = DEFAULT_XL_HEAD_LAYERS
 
 
 @register_model_architecture("transformer_xlpos", "transformer_xlpos")
