@@ -41,7 +41,7 @@ setup(
         # Japanese and Chinese word segmentation for recipes/wat17_ja_en.sh and recipes/wmt17_zh_en.sh; both
         # bundle their dictionaries, so they work offline once installed.
         "recipes": ["fugashi[unidic-lite]", "jieba"],
-        # plots of benchmarks/plot_bleu.py (benchmarks/bleu.py --plot)
+        # plots of benchmarks/plot_bleu.py and plot_scale.py (benchmarks/bleu.py --plot, scale.py --plot)
         "bench": ["matplotlib"],
     },
     entry_points={"console_scripts": [

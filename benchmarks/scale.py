@@ -33,6 +33,9 @@ with earlier records:
     python benchmarks/scale.py --sizes 2000000 --reorder-fraction 0.05 --workers 2 --work work/scale-2m \
         --with-records docs/runs/2026-12-scale/s20k-500k-f02-w2.json --json docs/runs/2026-12-scale/s2m.json
 
+--plot PNG draws every step's CPU time and peak memory against its lines, with the fits carried to WMT14
+(benchmarks/plot_scale.py, which also draws a saved record).
+
 A size measured before is read from its record; a size whose measurement was cut resumes when the same command
 runs again (the pipeline skips its completed steps; the step that was cut is named in the record).
 """
@@ -553,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--with-records", type=Path, nargs="+", default=[], metavar="JSON",
                    help="also fit the sizes recorded in these earlier --json files (a size measured now replaces "
                         "theirs); with --sizes '' only they are reported")
+    p.add_argument("--plot", type=Path, metavar="PNG",
+                   help="also draw every step's CPU time and peak memory against its lines (benchmarks/plot_scale.py; "
+                        "needs matplotlib)")
     p.add_argument("--epoch", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.epoch:
@@ -564,11 +570,14 @@ def main(argv: list[str] | None = None) -> int:
     records += earlier_records(opts.with_records, set(sizes), opts.jackknife)
     if not records:
         p.error("nothing to report: give --sizes or --with-records")
-    summary = report(records, opts.jackknife)
+    summary = {"command": shlex.join(sys.argv), "records": records, **report(records, opts.jackknife)}
     if opts.json:
         opts.json.parent.mkdir(parents=True, exist_ok=True)
-        opts.json.write_text(json.dumps({"command": shlex.join(sys.argv), "records": records, **summary},
-                                        indent=1) + "\n", encoding="utf-8")
+        opts.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if opts.plot:
+        from plot_scale import plot_record
+        plot_record(json.loads(json.dumps(summary)), opts.plot)
+        log(f"plot: {opts.plot}")
     return 0
 
 

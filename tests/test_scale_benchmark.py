@@ -1,5 +1,6 @@
 """The scale benchmark (benchmarks/scale.py) reports what it says: WMT-like corpora, per-step costs cut at the
 steps' completion records, growth fits and the extrapolation with the WMT recipes' caps. No timing is asserted."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -94,7 +95,8 @@ def test_memory_extrapolation_is_linear_where_a_step_grew_and_flat_where_it_did_
     assert peaks == {"align (train+test)": pytest.approx(1e4 * mb), "positions train": 90 * mb,
                      "reorder test": 60 * mb}
     # a streaming step's peak that moved by its noise (+10% over 25x the corpus) stays as measured
-    reorder = {"kind": "N-R", "lines": [1.6e4, 4e5], "peak_rss": [911 * mb, 998 * mb], "rss_c": 907 * mb, "rss_m": 0.000227 * mb}
+    reorder = {"kind": "N-R", "lines": [1.6e4, 4e5], "peak_rss": [911 * mb, 998 * mb], "rss_c": 907 * mb,
+               "rss_m": 0.000227 * mb}
     assert not scale.memory_grows(reorder)
     assert scale.extrapolate_memory({"reorder train rest": reorder}, 20_000_000) == {"reorder train rest": 998 * mb}
     assert scale.memory_grows(fits["align (train+test)"])
@@ -227,3 +229,36 @@ def test_sizes_measured_on_different_machines_are_named():
     warning = scale.mixed_machines([rec(2000000, "B, 2 cores"), rec(20000, "A, 2 cores"), rec(500000, "A, 2 cores")])
     assert "A, 2 cores: 20000, 500000 pairs" in warning and "B, 2 cores: 2000000 pairs" in warning
     assert scale.machine().endswith(f"{len(os.sched_getaffinity(0))} cores")
+
+
+def synthetic_record(sizes=(20_000, 500_000)) -> list[dict]:
+    """Records of a pipeline whose alignment and positions are linear and whose valid split is fixed."""
+    mb = 2**20
+
+    def step(name, cpu, rss):
+        return {"step": name, "wall": cpu, "cpu": cpu, "peak_rss": rss}
+    return [{"lines": n, "aligned_lines": n, "reorder_lines": n // 5, "jackknife": 3, "machine": "M, 2 cores",
+             "prepare": {"wall": 1.0, "cpu": 1.0, "peak_rss": mb}, "epoch": {"cpu": 1.0, "peak_rss": mb},
+             "steps": [step("align (train+test)", n * 1e-3, int(n * 1e3)), step("positions train", n * 1e-4, 100 * mb),
+                       step("reorder valid", 2.0, 900 * mb), step("spm-encode train", n * 1e-5, 70 * mb)]}
+            for n in sizes]
+
+
+def test_the_plot_draws_the_steps_that_cost_and_their_fits_to_wmt(tmp_path, capsys):
+    import plot_scale
+
+    records = synthetic_record()
+    record = {"records": records, "fits": scale.fits_of(records)}
+    # the fixed split and a step of under 10 CPU seconds at the largest size are left out; costliest first
+    assert plot_scale.plotted_steps(record) == ["align (train+test)", "positions train"]
+    assert plot_scale.target_lines("align (train+test)", 4_500_000) == scale.WMT_ALIGN_LINES
+    assert plot_scale.target_lines("positions train", 4_500_000) == 4_500_000
+    if importlib.util.find_spec("matplotlib") is None:
+        pytest.skip("matplotlib (extra 'bench') missing: the drawing itself is not tested")
+    saved = tmp_path / "scale.json"
+    saved.write_text(json.dumps({"records": records}))
+    out = tmp_path / "plot.png"
+    assert scale.main(["--sizes", "", "--with-records", str(saved), "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_scale.main(["--record", str(saved), "--out", str(out)]) == 2  # no fits: not a whole record
+    assert f"{saved}: not a plottable scale record" in capsys.readouterr().err
