@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from plotting import pyplot, save_figure
+
 BUCKETS = (("length", "source length (words)"),
            ("reordering", "reorderer's change of order (Kendall tau vs source order)"))
 CONTROL = "rope-monotone"
@@ -41,12 +43,7 @@ def plotted_systems(pair: dict) -> list[str]:
 
 
 def plot_results(results: dict, out: Path) -> None:
-    import logging
-
-    import matplotlib
-    matplotlib.use("Agg")  # files only, no display
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font search debug lines when the root logs DEBUG
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pairs = [p for p, d in results["pairs"].items() if d.get("pooled_buckets")]
     if not pairs:
@@ -81,12 +78,7 @@ def plot_results(results: dict, out: Path) -> None:
     fig.suptitle(f"Test BLEU by bucket, seeds pooled:\nvanilla, the rotary control and the best XL system\n"
                  f"{results['config']['train']['max_update']} updates per system\nbands: bootstrap 95% intervals "
                  "(n = pooled sentences)", fontsize=9)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp" + out.suffix)  # same suffix: matplotlib picks the format from it
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
+    save_figure(fig, out, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402
+from plotting import pyplot, save_figure  # noqa: E402
 
 MIN_CPU = 10.0  # CPU seconds at the largest size: below it a step is mostly its process's start-up
 TARGET = "WMT14 En-De"
@@ -48,12 +49,7 @@ def target_lines(step: str, pairs: int) -> int:
 
 
 def plot_record(record: dict, out: Path) -> None:
-    import logging
-
-    import matplotlib
-    matplotlib.use("Agg")  # files only, no display
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     steps = plotted_steps(record)
     if not steps:
@@ -89,12 +85,7 @@ def plot_record(record: dict, out: Path) -> None:
     fig.suptitle(f"xlpos-prep prepare at {sizes} training pairs ({'; '.join(machines)})\n"
                  f"dashed: the record's fits carried to {TARGET} ({pairs:,} pairs, alignment capped at "
                  f"{scale.WMT_ALIGN_LINES:,}, reorderer at {scale.WMT_REORDER_LINES:,})", fontsize=9)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp" + out.suffix)  # same suffix: matplotlib picks the format from it
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
+    save_figure(fig, out, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
