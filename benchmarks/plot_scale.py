@@ -43,11 +43,6 @@ def plotted_steps(record: dict, min_cpu: float = MIN_CPU) -> list[str]:
     return sorted((s for s, cpu in largest.items() if cpu >= min_cpu), key=lambda s: -largest[s])
 
 
-def target_lines(step: str, pairs: int) -> int:
-    kind, _ = scale.step_kind(step)
-    return scale.lines_of(kind, pairs, min(pairs, scale.WMT_ALIGN_LINES), min(pairs, scale.WMT_REORDER_LINES))
-
-
 def plot_record(record: dict, out: Path) -> None:
     plt = pyplot()
 
@@ -60,7 +55,7 @@ def plot_record(record: dict, out: Path) -> None:
     fig, (ax_cpu, ax_mem) = plt.subplots(1, 2, figsize=(12.0, 5.2))
     for step in steps:
         xs = [x for x, _, _ in points[step]]
-        end = target_lines(step, pairs)
+        end = scale.wmt_lines(step, pairs)
         line, = ax_cpu.plot(xs, [cpu for _, cpu, _ in points[step]], marker="o", label=step)
         color = line.get_color()
         if end > xs[-1]:

@@ -311,19 +311,23 @@ def memory_grows(fit: dict) -> bool:
     return len(sampled) > 1 and sampled[-1] > MEMORY_GROWTH * sampled[0]
 
 
+def wmt_lines(step: str, pairs: int) -> int:
+    """The lines a step works on in a run of `pairs` training pairs with the WMT recipes' caps."""
+    kind, _ = step_kind(step)
+    return lines_of(kind, pairs, min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES))
+
+
 def extrapolate_memory(fits: dict[str, dict], pairs: int) -> dict[str, float]:
     """Per step, its peak memory (bytes, with the benchmark's --workers) at `pairs` training pairs with the WMT
     recipes' caps: its measured peak, or, where it grew with the corpus, its linear fit in the lines it works on,
     at least the peak measured on no more lines (a size measured beyond a recipe's cap, e.g. 2M aligned pairs,
     says nothing of the capped step)."""
-    aligned, reorder = min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES)
     peaks = {}
     for step, fit in fits.items():
-        kind, _ = step_kind(step)
         if not memory_grows(fit):
             peaks[step] = max(fit["peak_rss"])
             continue
-        lines = lines_of(kind, pairs, aligned, reorder)
+        lines = wmt_lines(step, pairs)
         below = [peak for x, peak in zip(fit["lines"], fit["peak_rss"]) if x <= lines]
         peaks[step] = max([fit["rss_c"] + fit["rss_m"] * lines, *below])
     return peaks
@@ -331,11 +335,10 @@ def extrapolate_memory(fits: dict[str, dict], pairs: int) -> dict[str, float]:
 
 def extrapolate(fits: dict[str, dict], pairs: int, cores: int, folds: int) -> float:
     """Seconds of the whole pipeline for `pairs` training pairs with the WMT recipes' caps on `cores` cores."""
-    aligned, reorder = min(pairs, WMT_ALIGN_LINES), min(pairs, WMT_REORDER_LINES)
     total = 0.0
     for step, fit in fits.items():
         kind, code = step_kind(step)
-        lines = lines_of(kind, pairs, aligned, reorder)
+        lines = wmt_lines(step, pairs)
         if kind == "N-R" and lines == 0:
             continue
         total += step_cpu(fit, lines) / parallelism(code, cores, folds)
@@ -576,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     if opts.plot:
         from plot_scale import plot_record
-        plot_record(json.loads(json.dumps(summary)), opts.plot)
+        plot_record(summary, opts.plot)
         log(f"plot: {opts.plot}")
     return 0
 

@@ -251,8 +251,8 @@ def test_the_plot_draws_the_steps_that_cost_and_their_fits_to_wmt(tmp_path, caps
     record = {"records": records, "fits": scale.fits_of(records)}
     # the fixed split and a step of under 10 CPU seconds at the largest size are left out; costliest first
     assert plot_scale.plotted_steps(record) == ["align (train+test)", "positions train"]
-    assert plot_scale.target_lines("align (train+test)", 4_500_000) == scale.WMT_ALIGN_LINES
-    assert plot_scale.target_lines("positions train", 4_500_000) == 4_500_000
+    assert scale.wmt_lines("align (train+test)", 4_500_000) == scale.WMT_ALIGN_LINES
+    assert scale.wmt_lines("positions train", 4_500_000) == 4_500_000
     if importlib.util.find_spec("matplotlib") is None:
         pytest.skip("matplotlib (extra 'bench') missing: the drawing itself is not tested")
     saved = tmp_path / "scale.json"
