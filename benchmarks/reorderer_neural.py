@@ -95,7 +95,7 @@ def pair_accuracy(model, sentences: list[list[str]], ranks: list[list[int]], ord
     right = {"classifier": 0, "order": 0, "adjacent_classifier": 0, "adjacent_order": 0}
     pairs = adjacent = 0
     for start in range(0, len(sentences), 256):
-        gains, _ = model.gains(sentences[start:start + 256])
+        gains = model.gains(sentences[start:start + 256])[0]
         for b, r in enumerate(ranks[start:start + 256]):
             position = ranks_of_order(orders[start + b])
             for j in range(len(r)):
@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default="default", help="model name part for --neural-args (cache key)")
     parser.add_argument("--decode", default="",
                         help="also score the neural models with other search settings, e.g. "
-                             "'prob:0,logodds:0.5' (gain:invert margin; for choosing them on --eval-split tune)")
+                             "'prob:0,logodds:0.5,logodds:0.5:2' (gain:invert margin[:chunk weight, for models "
+                             "trained with --chunks]; for choosing them on --eval-split tune)")
     parser.add_argument("--align-args", default="",
                         help='extra `xlpos-prep align` options for the oracles, e.g. "--samplers 10" (one --work each)')
     parser.add_argument("--reference-work",
@@ -250,9 +251,11 @@ def decode_variants(model_path: str, spec: str, sentences: list[list[str]], rank
     model = load_reorderer(model_path)
     out = {}
     for item in spec.split(","):
-        gain, margin = item.split(":")
-        variant = NeuralReorderer(replace(model.config, gain=gain, invert_margin=float(margin)), model.weights,
-                                  model.vocab)
+        gain, margin, *weight = item.split(":")
+        config = replace(model.config, gain=gain, invert_margin=float(margin))
+        if weight:
+            config = replace(config, chunk_weight=float(weight[0]))
+        variant = NeuralReorderer(config, model.weights, model.vocab)
         s = vars(evaluate_orders(variant.reorder_batch(sentences), ranks))
         s["gap"] = (s["corpus_tau"] - mono_tau) / (1 - mono_tau)
         out[item] = s

@@ -9,10 +9,16 @@ Design (this project's choice, measured against the linear model in docs/reorder
 - Pairs: for source words i < j less than max_span apart, a one-hidden-layer scorer of (h_i, h_j, the bucketed
   distance j - i) gives the log-odds that j precedes i in the target order. Trained with cross-entropy on the
   oracle's pair orders (pairs the oracle ties are skipped), i.e. on exactly what corpus Kendall tau counts.
-- Search: the BTG derivation that maximises the summed gains of the pairs it inverts (`xlpos_prep.pairbtg`): every
-  output is a BTG permutation and the tree is available, as with the linear model. Gains are the log-odds
-  (default) or the probability difference p(inverted) - p(straight), whose sum is the expected number of pairs
-  put right, i.e. the expected Kendall tau ("prob").
+- Chunks (`chunks`): a second one-hidden-layer scorer of neighbouring words (h_{k-1}, h_k) gives the log-odds that
+  they stay one chunk in the target order (next to each other, in order: what the fuzzy reordering score counts),
+  trained with cross-entropy beside the pairs. Pairs alone put as many pairs right as the linear model but break
+  more chunks for it, so their orders score below even the monotone order in FRS on Japanese sources (measured in
+  docs/reorderer-neural.md); the chunk scores give the search a reason to move a chunk whole.
+- Search: the BTG derivation that maximises the summed gains of the pairs it inverts plus chunk_weight times the
+  chunk log-odds of the neighbours it keeps together (`xlpos_prep.pairbtg`): every output is a BTG permutation
+  and the tree is available, as with the linear model. Gains are the log-odds (default) or the probability
+  difference p(inverted) - p(straight), whose sum is the expected number of pairs put right, i.e. the expected
+  Kendall tau ("prob"; the chunk scores then in the same units).
 - Abstention as for the linear model, in log-odds units: an inversion margin, no inversion of spans longer than
   twice the longest training sentence, and a sentence-level fallback to monotone for sentences longer than the
   longest training sentence.
@@ -70,9 +76,11 @@ class NeuralConfig:
     pair_dim: int = 64
     max_span: int = 64  # longest span the search builds and longest pair distance scored
     max_term: int = 4  # longest straight span written as one F node in trees
+    chunks: bool = False  # the network also scores neighbouring words as one chunk (models before it: without)
     gain: str = "logodds"
     # abstention at inference (see xlpos_prep.pairbtg); not part of the network: `reorder` may override them
     invert_margin: float = 0.0
+    chunk_weight: float = 1.0  # the chunk scores' weight in the search (with chunks)
     max_invert_span: int = 0
     fallback_length: int = 0
     fallback_margin: float = 0.0
@@ -87,7 +95,7 @@ class NeuralConfig:
             raise ValueError(f"max_span must be >= 2, got {self.max_span}")
         if self.gain not in GAINS:
             raise ValueError(f"gain must be one of {GAINS}, got {self.gain!r}")
-        for name in ("invert_margin", "fallback_margin"):
+        for name in ("invert_margin", "fallback_margin", "chunk_weight"):
             value = getattr(self, name)
             if not (value >= 0 and np.isfinite(value)):
                 raise ValueError(f"{name} must be finite and >= 0, got {value}")
@@ -142,6 +150,9 @@ def weight_shapes(config: NeuralConfig, vocab_size: int) -> dict[str, tuple[int,
     shapes.update({"pair.wa": (c.pair_dim, 2 * c.hidden), "pair.ba": (c.pair_dim,),
                    "pair.wc": (c.pair_dim, 2 * c.hidden), "pair.dist": (N_DISTANCE_BUCKETS, c.pair_dim),
                    "pair.w": (c.pair_dim,), "pair.b": (1,)})
+    if c.chunks:
+        shapes.update({"chunk.wl": (c.pair_dim, 2 * c.hidden), "chunk.wr": (c.pair_dim, 2 * c.hidden),
+                       "chunk.b1": (c.pair_dim,), "chunk.w": (c.pair_dim,), "chunk.b": (1,)})
     return shapes
 
 
@@ -274,6 +285,16 @@ def pair_logits_numpy(w: dict[str, np.ndarray], config: NeuralConfig, h: np.ndar
     return G
 
 
+def chunk_logits_numpy(w: dict[str, np.ndarray], h: np.ndarray) -> np.ndarray:
+    """K[b, k] = log-odds that words k - 1 and k stay one chunk, for k = 1..T-1; (B, T), K[:, 0] = 0."""
+    B, T, _ = h.shape
+    K = np.zeros((B, T), dtype=np.float32)
+    if T > 1:
+        z = np.maximum(h[:, :-1] @ w["chunk.wl"].T + h[:, 1:] @ w["chunk.wr"].T + w["chunk.b1"], 0.0)
+        K[:, 1:] = z @ w["chunk.w"] + w["chunk.b"][0]
+    return K
+
+
 # -------------------------------------------------------------------------------------------------------------
 # The model
 
@@ -304,11 +325,12 @@ class NeuralReorderer:
         self._inv_penalty = inversion_penalties(config.max_span, config.invert_margin, config.max_invert_span)
 
     def with_abstention(self, invert_margin: float | None = None, max_invert_span: int | None = None,
-                        fallback_margin: float | None = None, fallback_length: int | None = None
-                        ) -> "NeuralReorderer":
-        """The same network reordering with other abstention settings (None: keep the model's)."""
+                        fallback_margin: float | None = None, fallback_length: int | None = None,
+                        chunk_weight: float | None = None) -> "NeuralReorderer":
+        """The same network reordering with other search settings (None: keep the model's)."""
         changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span),
-                                     ("fallback_margin", fallback_margin), ("fallback_length", fallback_length))
+                                     ("fallback_margin", fallback_margin), ("fallback_length", fallback_length),
+                                     ("chunk_weight", chunk_weight))
                    if v is not None}
         if not changes:
             return self
@@ -322,16 +344,20 @@ class NeuralReorderer:
 
     # --- inference -------------------------------------------------------------------------------------------
 
-    def gains(self, sentences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """(padded pair gains (B, T, L) as pairbtg takes them, lengths) of one batch of sentences."""
+    def gains(self, sentences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(padded pair gains (B, T, L) as pairbtg takes them, lengths, chunk scores (B, T) already weighted or
+        None without chunks) of one batch of sentences."""
         words, hashed, lengths = self.features.encode(sentences)
+        c = self.config
         if words.shape[1] == 0:
-            return np.zeros((len(sentences), 0, 1), dtype=np.float32), lengths
-        G = pair_logits_numpy(self.weights, self.config, encode_numpy(self.weights, self.config, words, hashed,
-                                                                      lengths))
-        if self.config.gain == "prob":
-            G = np.tanh(0.5 * G)  # p(inverted) - p(straight) = 2 sigmoid(x) - 1
-        return G, lengths
+            return np.zeros((len(sentences), 0, 1), dtype=np.float32), lengths, None
+        h = encode_numpy(self.weights, c, words, hashed, lengths)
+        G = pair_logits_numpy(self.weights, c, h)
+        K = chunk_logits_numpy(self.weights, h) if c.chunks and c.chunk_weight > 0 else None
+        if c.gain == "prob":  # p(inverted) - p(straight) = 2 sigmoid(x) - 1; the chunks in the same units
+            G = np.tanh(0.5 * G)
+            K = None if K is None else np.tanh(0.5 * K)
+        return G, lengths, None if K is None else c.chunk_weight * K
 
     def parse_batch(self, sentences: Sequence[Sequence[str]]) -> list[ParseResult]:
         """Best derivations, in input order; sentences longer than MAX_PARSE_WORDS in pieces composed straight."""
@@ -381,9 +407,10 @@ class NeuralReorderer:
             if longest == 0:
                 results = [pairbtg.monotone_derivation(0, c.max_term) for _ in group]
             else:
-                G, lengths = self.gains(group)
+                G, lengths, K = self.gains(group)
                 results = pairbtg.parse_padded(G.astype(np.float64), lengths, c.max_span, c.max_term,
-                                               self._inv_penalty, c.fallback_length, c.fallback_margin)
+                                               self._inv_penalty, c.fallback_length, c.fallback_margin,
+                                               None if K is None else K.astype(np.float64))
             for s, r in zip(by_length[start:end], results):
                 out[s] = r
             start = end

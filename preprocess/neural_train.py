@@ -54,11 +54,17 @@ class PairModel(nn.Module):
         self.dist = nn.Embedding(N_DISTANCE_BUCKETS, c.pair_dim)
         nn.init.normal_(self.dist.weight, std=0.1)
         self.out = nn.Linear(c.pair_dim, 1)
+        if c.chunks:
+            self.chunk_l = nn.Linear(2 * c.hidden, c.pair_dim)
+            self.chunk_r = nn.Linear(2 * c.hidden, c.pair_dim, bias=False)
+            self.chunk_out = nn.Linear(c.pair_dim, 1)
         self.drop = nn.Dropout(dropout)
         self.register_buffer("buckets", torch.from_numpy(distance_buckets(1024)), persistent=False)
 
-    def forward(self, words: torch.Tensor, hashed: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """logits[b, i, j]: log-odds that word j precedes word i (meaningful for i < j)."""
+    def forward(self, words: torch.Tensor, hashed: torch.Tensor, lengths: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits[b, i, j]: log-odds that word j precedes word i (meaningful for i < j), chunks[b, k]: log-odds
+        that words k - 1 and k stay one chunk (meaningful for k >= 1; None without chunks))."""
         B, T = words.shape
         x = self.drop(self.word(words) + self.hashed(hashed).sum(dim=2))
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -70,7 +76,13 @@ class PairModel(nn.Module):
         pos = torch.arange(T, device=words.device)
         dist = self.dist(self.buckets[(pos[None, :] - pos[:, None]).abs().clamp(max=1024)])  # (T, T, D)
         z = torch.relu(a[:, :, None, :] + c[:, None, :, :] + dist[None])
-        return self.out(z).squeeze(-1)
+        if not self.config.chunks:
+            return self.out(z).squeeze(-1), None
+        chunks = torch.zeros(B, T, device=words.device)
+        if T > 1:
+            zc = torch.relu(self.chunk_l(h[:, :-1]) + self.chunk_r(h[:, 1:]))
+            chunks = torch.cat([chunks[:, :1], self.chunk_out(zc).squeeze(-1)], dim=1)
+        return self.out(z).squeeze(-1), chunks
 
     def export(self) -> dict[str, np.ndarray]:
         def arr(t: torch.Tensor) -> np.ndarray:
@@ -86,6 +98,10 @@ class PairModel(nn.Module):
         w.update({"pair.wa": arr(self.wa.weight), "pair.ba": arr(self.wa.bias), "pair.wc": arr(self.wc.weight),
                   "pair.dist": arr(self.dist.weight), "pair.w": arr(self.out.weight[0]),
                   "pair.b": arr(self.out.bias)})
+        if self.config.chunks:
+            w.update({"chunk.wl": arr(self.chunk_l.weight), "chunk.b1": arr(self.chunk_l.bias),
+                      "chunk.wr": arr(self.chunk_r.weight), "chunk.w": arr(self.chunk_out.weight[0]),
+                      "chunk.b": arr(self.chunk_out.bias)})
         return w
 
 
@@ -128,10 +144,22 @@ def batches(lengths: np.ndarray, batch_pairs: int, rng: np.random.Generator) -> 
     return out
 
 
-def make_batch(data: Encoded, idx: np.ndarray, max_span: int, device: torch.device
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(words, hashed, lengths, targets, mask): targets[b, i, j] = 1 when the oracle puts j before i; mask the
-    pairs i < j, less than max_span apart, whose oracle ranks differ."""
+@dataclass
+class Batch:
+    """One padded batch: the words, and the oracle's labels with the masks of what counts."""
+
+    words: torch.Tensor  # (B, T) ids
+    hashed: torch.Tensor  # (B, T, N_HASHED) ids
+    lengths: torch.Tensor  # (B,), on the CPU
+    targets: torch.Tensor  # (B, T, T): 1 when the oracle puts j before i
+    mask: torch.Tensor  # the pairs i < j, less than max_span apart, whose oracle ranks differ
+    chunk_targets: torch.Tensor  # (B, T): 1 when words k - 1 and k are one chunk of the oracle order
+    chunk_mask: torch.Tensor  # the neighbours (k - 1, k) inside each sentence
+
+
+def make_batch(data: Encoded, idx: np.ndarray, max_span: int, device: torch.device) -> Batch:
+    """The sentences idx as one padded batch. A chunk is what the fuzzy reordering score counts
+    (xlpos_prep.metrics): the oracle rank steps from word k - 1 to word k by 0 or 1."""
     lengths = np.array([data.words[s].shape[0] for s in idx], dtype=np.int64)
     B, T = len(idx), int(lengths.max())
     words = np.zeros((B, T), dtype=np.int64)
@@ -147,8 +175,13 @@ def make_batch(data: Encoded, idx: np.ndarray, max_span: int, device: torch.devi
     valid = (i[None, :] < lengths[:, None])
     mask = upper[None] & valid[:, :, None] & valid[:, None, :] & (ranks[:, :, None] != ranks[:, None, :])
     targets = (ranks[:, :, None] > ranks[:, None, :]).astype(np.float32)
+    step = np.zeros((B, T), dtype=np.int64)
+    step[:, 1:] = ranks[:, 1:] - ranks[:, :-1]
+    chunk_targets = ((step == 0) | (step == 1)).astype(np.float32)
+    chunk_mask = valid & (i[None, :] >= 1)
     t = torch.from_numpy
-    return (t(words).to(device), t(hashed).to(device), t(lengths), t(targets).to(device), t(mask).to(device))
+    return Batch(t(words).to(device), t(hashed).to(device), t(lengths), t(targets).to(device), t(mask).to(device),
+                 t(chunk_targets).to(device), t(chunk_mask).to(device))
 
 
 def _device(name: str) -> torch.device:
@@ -257,25 +290,35 @@ def train_neural(sentences: list[list[str]], ranks: list[list[int]], config: Neu
         rng = np.random.default_rng([options.seed, epoch])
         torch.manual_seed(options.seed * 1000 + epoch)
         model.train()
-        total_loss = total_pairs = 0.0
+        total_loss = total_pairs = total_chunk_loss = total_neighbours = 0.0
         plan = batches(lengths, options.batch_pairs, rng)
         with tqdm(total=len(plan), desc=f"train epoch {epoch + 1}/{options.epochs}", unit="batch", file=sys.stderr,
                   disable=None if progress else True, mininterval=1.0, leave=False) as bar:
             for idx in plan:
-                words, hashed, lens, targets, mask = make_batch(data, idx, config.max_span, device)
+                batch = make_batch(data, idx, config.max_span, device)
+                words, mask = batch.words, batch.mask
                 if options.word_dropout > 0:
                     drop = torch.rand(words.shape, device=device) < options.word_dropout
                     words = torch.where(drop & (words > UNK), torch.full_like(words, UNK), words)
-                logits = model(words, hashed, lens)
+                logits, chunk_logits = model(words, batch.hashed, batch.lengths)
                 pairs = mask.sum()
                 if pairs == 0:
                     bar.update(1)
                     continue
-                loss = nn.functional.binary_cross_entropy_with_logits(logits[mask], targets[mask], reduction="sum")
+                loss = nn.functional.binary_cross_entropy_with_logits(logits[mask], batch.targets[mask],
+                                                                      reduction="sum")
+                objective = loss / pairs
+                if chunk_logits is not None:  # mean over neighbours, beside the mean over pairs
+                    cm = batch.chunk_mask
+                    chunk_loss = nn.functional.binary_cross_entropy_with_logits(
+                        chunk_logits[cm], batch.chunk_targets[cm], reduction="sum")
+                    objective = objective + chunk_loss / cm.sum()
+                    total_chunk_loss += float(chunk_loss.detach())
+                    total_neighbours += float(cm.sum())
                 for g in optimizer.param_groups:
                     g["lr"] = lr_at(step)
                 optimizer.zero_grad(set_to_none=True)
-                (loss / pairs).backward()
+                objective.backward()
                 nn.utils.clip_grad_norm_(model.parameters(), 5.0)
                 optimizer.step()
                 step += 1
@@ -286,6 +329,8 @@ def train_neural(sentences: list[list[str]], ranks: list[list[int]], config: Neu
         weights = model.export()
         report = {"epoch": epoch + 1, "loss": total_loss / max(total_pairs, 1.0), "pairs": total_pairs,
                   "seconds": time.perf_counter() - t0}
+        if config.chunks:
+            report["chunk_loss"] = total_chunk_loss / max(total_neighbours, 1.0)
         training = {"kind": "neural", "options": asdict(options), "epochs_done": epoch + 1,
                     "train_sentences": len(train_sents), "skipped_too_long": too_long, "longest": longest,
                     "device": str(device), "threads": torch.get_num_threads()}
@@ -302,7 +347,8 @@ def train_neural(sentences: list[list[str]], ranks: list[list[int]], config: Neu
         kept = best[2] if best is not None else weights
         result = NeuralReorderer(config, kept, vocab, training, complete=False, source=source,
                                  state=_state_arrays(model, optimizer, step))
-        logger.info("epoch %d: pair loss %.4f, %.1fs%s", epoch + 1, report["loss"], report["seconds"],
+        logger.info("epoch %d: pair loss %.4f%s, %.1fs%s", epoch + 1, report["loss"],
+                    f", chunk loss {report['chunk_loss']:.4f}" if config.chunks else "", report["seconds"],
                     "" if dev is None else f"; dev tau {report['dev']['corpus_tau']:.4f} FRS "
                                            f"{report['dev']['corpus_frs']:.4f} (best: epoch {best[1]})")
         if on_epoch is not None:
@@ -319,6 +365,7 @@ def run_train_neural(args: argparse.Namespace, sentences: list[list[str]], ranks
     from .reorderer import AUTO_FALLBACK_LENGTH, AUTO_INVERT_SPAN
     config = NeuralConfig(word_dim=args.word_dim, hash_buckets=args.hash_buckets, hidden=args.hidden,
                           layers=args.layers, pair_dim=args.pair_dim, max_span=args.max_span, max_term=args.max_term,
+                          chunks=args.chunks,
                           gain=args.gain, invert_margin=args.invert_margin, fallback_margin=args.fallback_margin,
                           max_invert_span=max(args.max_invert_span, 0), fallback_length=max(args.fallback_length, 0))
     options = NeuralTrainOptions(epochs=args.epochs, lr=args.lr, batch_pairs=args.batch_pairs, dropout=args.dropout,

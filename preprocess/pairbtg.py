@@ -18,6 +18,13 @@ inversion margin; a huge value keeps longer spans straight), and a sentence long
 its best derivation only when its score beats the monotone order (score 0) by fallback_margin * e^2 for e words
 over that length, else it is monotone.
 
+Chunks (optional): a score c(k) per pair of neighbouring source words (k - 1, k), how much the model prefers that
+they stay together, next to each other and in order (one chunk, as the fuzzy reordering score counts them). A
+straight span without inversions may then be taken as one terminal, scoring the c(k) of the neighbours inside it;
+since a straight run can be cut anywhere into terminals, a derivation scores the positive c(k) of the neighbours it
+keeps together. A terminal wider than max_term is written as a chain of max_term-word F edges (its order is the
+same). Without chunk scores the search is the pair search alone.
+
 Sentences longer than max_span are chains of segments of at most max_span words composed straight (edge GLUE), the
 segments chosen by a DP over the cell scores, as in btg. Sentences are searched in padded batches (the caller
 groups similar lengths): every width is one set of array operations over the whole batch, and the only Python
@@ -60,11 +67,35 @@ def span_sums(gains: np.ndarray, max_span: int) -> np.ndarray:
     return Q
 
 
-def chart(Q: np.ndarray, max_span: int, inv_penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def terminal_scores(chunk: np.ndarray, max_span: int) -> np.ndarray:
+    """T[b, l, d] = the sum of chunk[b, k] for l < k < l + d: what the straight span [l, l + d) scores as one
+    terminal. `chunk` is (B, N) with chunk[b, k] the score of keeping words k - 1 and k together (column 0 and
+    padding ignored). Returns (B, N, L + 1), zero where l + d > N."""
+    B, N = chunk.shape
+    L = min(N, max_span)
+    c = np.zeros((B, N + 1), dtype=np.float64)
+    c[:, 2:] = np.cumsum(chunk[:, 1:], axis=1)  # c[m] = sum of chunk[k] for 0 < k < m
+    ls = np.arange(N)[:, None]
+    ds = np.arange(L + 1)[None, :]
+    ends = np.maximum(ls + ds, ls + 1)  # [l, l + d) sums chunk over l < k < l + d; d <= 1: nothing
+    T = c[:, np.minimum(ends, N)] - c[:, ls + 1]
+    return np.where(ls + ds <= N, T, 0.0)
+
+
+def monotone_scores(chunk: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """What the monotone order scores per sentence: the positive chunk scores of all its neighbours."""
+    k = np.arange(chunk.shape[1])[None, :]
+    inside = (k >= 1) & (k < lengths[:, None])
+    return np.where(inside, np.maximum(chunk, 0.0), 0.0).sum(axis=1)
+
+
+def chart(Q: np.ndarray, max_span: int, inv_penalty: np.ndarray, terminal: np.ndarray | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Best-derivation chart of a padded batch: (cs, ck, ct), each (B, N, L + 1) over cells [l, l + d).
 
-    cs: best score; ck: split point of its edge; ct: EDGE_S / EDGE_I (EDGE_F for one word). Ties go to the
-    straight edge and then to the leftmost split point."""
+    cs: best score; ck: split point of its edge; ct: EDGE_S / EDGE_I, or EDGE_F for one word and for a straight
+    span whose `terminal` score (terminal_scores; None: no chunk scores) is at least that of every edge. Ties go
+    to the terminal, then to the straight edge and then to the leftmost split point."""
     B, N1, _ = Q.shape
     N = N1 - 1
     L = min(N, max_span)
@@ -84,6 +115,11 @@ def chart(Q: np.ndarray, max_span: int, inv_penalty: np.ndarray) -> tuple[np.nda
         cs[:, :nl, d] = np.take_along_axis(cand, best[:, :, None], axis=2)[:, :, 0]
         ck[:, :nl, d] = np.arange(nl)[None, :] + 1 + best
         ct[:, :nl, d] = np.where(np.take_along_axis(inv, best[:, :, None], axis=2)[:, :, 0], EDGE_I, EDGE_S)
+        if terminal is not None:
+            whole = terminal[:, :nl, d] >= cs[:, :nl, d]
+            cs[:, :nl, d] = np.where(whole, terminal[:, :nl, d], cs[:, :nl, d])
+            ct[:, :nl, d] = np.where(whole, EDGE_F, ct[:, :nl, d])
+            ck[:, :nl, d] = np.where(whole, -1, ck[:, :nl, d])
     return cs, ck, ct
 
 
@@ -109,7 +145,8 @@ def _segments(cs_row: np.ndarray, n: int, L: int) -> tuple[list[tuple[int, int]]
 def _derivation(cs: np.ndarray, ck: np.ndarray, ct: np.ndarray, n: int, L: int,
                 max_term: int) -> tuple[np.ndarray, np.ndarray, float]:
     """(order, edges, score) of one sentence from its chart rows. A span of at most max_term words whose best
-    derivation inverts nothing (score 0: every inversion taken has a positive score) is one F edge."""
+    derivation inverts nothing (score 0: every inversion taken has a positive score) is one F edge, and so is a
+    terminal of the chart (a wider one: a chain of them)."""
     edges: list[tuple[int, int, int, int]] = []
     stack: list[tuple[int, int]] = []
     if n <= L:
@@ -124,8 +161,8 @@ def _derivation(cs: np.ndarray, ck: np.ndarray, ct: np.ndarray, n: int, L: int,
     while stack:
         l, r = stack.pop()
         d = r - l
-        if d == 1 or (d <= max_term and cs_l[l][d] == 0.0):
-            edges.append((EDGE_F, l, -1, r))
+        if d == 1 or (d <= max_term and cs_l[l][d] == 0.0) or ct_l[l][d] == EDGE_F:
+            edges += straight_edges(l, r, max_term)
             order.extend(range(l, r))
             continue
         t, k = ct_l[l][d], ck_l[l][d]
@@ -134,26 +171,34 @@ def _derivation(cs: np.ndarray, ck: np.ndarray, ct: np.ndarray, n: int, L: int,
     return np.array(order, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4), score
 
 
-def monotone_derivation(n: int, max_term: int) -> ParseResult:
-    """The monotone order as a straight tree: F spans of max_term words, right-branching S edges."""
+def straight_edges(l: int, r: int, max_term: int) -> list[tuple[int, int, int, int]]:
+    """The span [l, r) in source order as a straight tree: F spans of max_term words, right-branching S edges."""
     edges = []
-    l = 0
-    while n - l > max_term:
-        edges.append((EDGE_S, l, l + max_term, n))
+    while r - l > max_term:
+        edges.append((EDGE_S, l, l + max_term, r))
         edges.append((EDGE_F, l, -1, l + max_term))
         l += max_term
-    if n > 0:
-        edges.append((EDGE_F, l, -1, n))
-    return ParseResult(np.arange(n, dtype=np.int64), np.array(edges, dtype=np.int64).reshape(-1, 4))
+    if r > l:
+        edges.append((EDGE_F, l, -1, r))
+    return edges
+
+
+def monotone_derivation(n: int, max_term: int) -> ParseResult:
+    """The monotone order as a straight tree (straight_edges)."""
+    return ParseResult(np.arange(n, dtype=np.int64), np.array(straight_edges(0, n, max_term),
+                                                               dtype=np.int64).reshape(-1, 4))
 
 
 def parse_padded(gains: np.ndarray, lengths: np.ndarray, max_span: int, max_term: int, inv_penalty: np.ndarray,
-                 fallback_length: int = 0, fallback_margin: float = 0.0) -> list[ParseResult]:
+                 fallback_length: int = 0, fallback_margin: float = 0.0, chunk: np.ndarray | None = None
+                 ) -> list[ParseResult]:
     """Best derivations of a padded batch: sentence b has lengths[b] words and gains[b, j, delta] for the pair
-    (j - delta, j) (see `span_sums`); gains of padding positions are ignored.
+    (j - delta, j) (see `span_sums`); gains of padding positions are ignored. `chunk` (B, N): the optional chunk
+    scores, chunk[b, k] for the neighbours (k - 1, k).
 
     `inv_penalty`: one entry per span length 0..max_span (btg.inversion_penalties). A sentence of n >
-    fallback_length > 0 words whose best score is below fallback_margin * (n - fallback_length)**2 is monotone.
+    fallback_length > 0 words whose best score is below the monotone order's (0 without chunk scores) plus
+    fallback_margin * (n - fallback_length)**2 is monotone.
     """
     if inv_penalty.shape[0] < max_span + 1:
         raise ValueError(f"inv_penalty needs {max_span + 1} entries, got {inv_penalty.shape[0]}")
@@ -161,7 +206,9 @@ def parse_padded(gains: np.ndarray, lengths: np.ndarray, max_span: int, max_term
     if N == 0:
         return [monotone_derivation(0, max_term) for _ in range(B)]
     L = min(N, max_span)
-    cs, ck, ct = chart(span_sums(gains, max_span), max_span, inv_penalty)
+    terminal = None if chunk is None else terminal_scores(chunk, max_span)
+    cs, ck, ct = chart(span_sums(gains, max_span), max_span, inv_penalty, terminal)
+    monotone = np.zeros(B) if chunk is None else monotone_scores(chunk, lengths)
     out = []
     for b in range(B):
         n = int(lengths[b])
@@ -170,7 +217,8 @@ def parse_padded(gains: np.ndarray, lengths: np.ndarray, max_span: int, max_term
             continue
         order, edges, score = _derivation(cs[b, :n], ck[b, :n], ct[b, :n], n, L, max_term)
         excess = n - fallback_length
-        if fallback_length > 0 and fallback_margin > 0 and excess > 0 and score < fallback_margin * excess**2:
+        if (fallback_length > 0 and fallback_margin > 0 and excess > 0
+                and score - monotone[b] < fallback_margin * excess**2):
             out.append(monotone_derivation(n, max_term))
         else:
             out.append(ParseResult(order, edges))

@@ -824,7 +824,7 @@ def _kind_defaults() -> tuple[dict, dict]:
     neural = {"epochs": n.epochs, "lr": n.lr, "batch_pairs": n.batch_pairs, "dropout": n.dropout,
               "word_dropout": n.word_dropout, "min_count": n.min_count, "device": n.device, "threads": n.threads,
               "word_dim": c.word_dim, "hash_buckets": c.hash_buckets, "hidden": c.hidden, "layers": c.layers,
-              "pair_dim": c.pair_dim, "gain": c.gain}
+              "pair_dim": c.pair_dim, "chunks": c.chunks, "gain": c.gain}
     return linear, neural
 
 
@@ -926,6 +926,9 @@ needs torch, reordering does not. `reorder` and everything else read either kind
                         help=f"BiLSTM layers (default {nc.layers})")
     neural.add_argument("--pair-dim", type=int_option(8, 2048), default=nc.pair_dim,
                         help=f"hidden size of the pair scorer (default {nc.pair_dim})")
+    neural.add_argument("--chunks", action=argparse.BooleanOptionalAction, default=nc.chunks,
+                        help="also score neighbouring words as one chunk of the target order, and search for the "
+                             f"order that keeps the likely chunks together (default {nc.chunks})")
     neural.add_argument("--gain", choices=GAINS, default=nc.gain,
                         help="what the search sums over inverted pairs: logodds (pair log-odds) or prob "
                              f"(p(inverted) - p(straight), the expected Kendall tau) (default {nc.gain})")

@@ -76,6 +76,60 @@ def test_pair_search_finds_the_best_btg_order(n: int, trial: int):
     assert order_from_tree(btg.tree_string(result.edges, words), words) == result.order.tolist()
 
 
+def kept_chunks(order: tuple[int, ...], chunk: np.ndarray) -> float:
+    """Sum of the positive chunk[k] over neighbours (k - 1, k) that `order` keeps next to each other, in order."""
+    return sum(max(chunk[b], 0.0) for a, b in zip(order, order[1:]) if b == a + 1)
+
+
+@pytest.mark.parametrize("n,max_term,max_span", [(2, 4, 64), (4, 2, 64), (6, 4, 64), (7, 2, 64), (7, 3, 4)])
+@pytest.mark.parametrize("trial", range(4))
+def test_chunk_search_finds_the_best_btg_order_with_its_kept_chunks(n: int, max_term: int, max_span: int,
+                                                                    trial: int):
+    rng = np.random.default_rng(1000 * n + 10 * max_term + trial)
+    gain = rng.normal(size=(n, n))
+    chunk = rng.normal(size=n) * 1.5
+    chunk[0] = 0.0
+    width = min(n, max_span)
+    result = pairbtg.parse_padded(banded(gain, width), np.array([n]), max_span, max_term,
+                                  np.zeros(max_span + 1), chunk=chunk[None, :])[0]
+    order = tuple(result.order.tolist())
+
+    def score(o: tuple[int, ...]) -> float:
+        return inverted_gain(o, gain) + kept_chunks(o, chunk)
+
+    if n <= max_span:
+        assert score(order) == pytest.approx(max(score(o) for o in btg_orders(0, n)))
+    else:  # a chain of segments: at least as good as the best order within its segments, and a BTG order
+        assert order in btg_orders(0, n)
+    words = [f"w{i}" for i in range(n)]
+    assert order_from_tree(btg.tree_string(result.edges, words), words) == list(order)
+    assert all(r - l <= max_term for t, l, _, r in result.edges.tolist() if t == btg.EDGE_F)
+    # chunk scores of zero change nothing
+    plain = pairbtg.parse_padded(banded(gain, width), np.array([n]), max_span, max_term, np.zeros(max_span + 1))[0]
+    zero = pairbtg.parse_padded(banded(gain, width), np.array([n]), max_span, max_term, np.zeros(max_span + 1),
+                                chunk=np.zeros((1, n)))[0]
+    assert zero.order.tolist() == plain.order.tolist()
+
+
+def test_chunk_scores_move_a_chunk_whole_and_the_fallback_counts_them():
+    # the pairs want word 3 before 0 and 1 (+1 each) and after 2 (-0.4), and 0 before 1 (-0.2): alone they move
+    # 2 3 ahead of 0 1 (score 2.0), breaking the chunk 1 2; with it, 3 moves before the chunk 0 1 2 (1.6 + 1.0)
+    n = 4
+    gain = np.zeros((n, n))
+    gain[0, 3] = gain[1, 3] = 1.0
+    gain[2, 3] = -0.4
+    gain[0, 1] = -0.2
+    chunk = np.array([[0.0, 0.0, 1.0, 0.0]])  # words 1 and 2 are one chunk
+    without = pairbtg.parse_padded(banded(gain, n), np.array([n]), 64, 4, np.zeros(65))[0]
+    assert without.order.tolist() == [2, 3, 0, 1]
+    with_chunks = pairbtg.parse_padded(banded(gain, n), np.array([n]), 64, 4, np.zeros(65), chunk=chunk)[0]
+    assert with_chunks.order.tolist() == [3, 0, 1, 2]
+    # the fallback compares with the monotone order's score, which keeps every chunk: 1.0 here
+    kept = pairbtg.parse_padded(banded(gain, n), np.array([n]), 64, 4, np.zeros(65), 2, 0.39, chunk=chunk)[0]
+    dropped = pairbtg.parse_padded(banded(gain, n), np.array([n]), 64, 4, np.zeros(65), 2, 0.41, chunk=chunk)[0]
+    assert kept.order.tolist() == [3, 0, 1, 2] and dropped.order.tolist() == [0, 1, 2, 3]
+
+
 def test_pair_search_batches_sentences_of_different_lengths_like_single_ones():
     rng = np.random.default_rng(7)
     lengths = [6, 0, 1, 4, 9]
@@ -124,20 +178,26 @@ def test_pair_search_falls_back_to_monotone_below_the_threshold():
 
 
 # --------------------------------------------------------------------------------------------- the network
-def test_numpy_forward_pass_matches_torch():
+@pytest.mark.parametrize("chunks", [False, True])
+def test_numpy_forward_pass_matches_torch(chunks: bool):
     torch.manual_seed(3)
-    config = NeuralConfig(word_dim=12, hash_buckets=64, hidden=10, layers=2, pair_dim=9, max_span=6)
+    config = NeuralConfig(word_dim=12, hash_buckets=64, hidden=10, layers=2, pair_dim=9, max_span=6, chunks=chunks,
+                          chunk_weight=0.5)
     net = PairModel(config, vocab_size=20, dropout=0.0).eval()
     model = NeuralReorderer(config, net.export(), [f"v{i}" for i in range(20)])
     sentences = [["v1", "v2", "zz", "v3"], ["v5"], [f"v{i % 20}" for i in range(9)], ["a", "b"]]
-    G, lengths = model.gains(sentences)
+    G, lengths, K = model.gains(sentences)
     words, hashed, lens = model.features.encode(sentences)
     with torch.no_grad():
-        logits = net(torch.from_numpy(words), torch.from_numpy(hashed), torch.from_numpy(lens)).numpy()
+        logits, chunk_logits = net(torch.from_numpy(words), torch.from_numpy(hashed), torch.from_numpy(lens))
     for b, n in enumerate(lengths):
         for j in range(n):
             for d in range(1, min(j + 1, G.shape[2])):
-                assert G[b, j, d] == pytest.approx(logits[b, j - d, j], abs=1e-4)
+                assert G[b, j, d] == pytest.approx(float(logits[b, j - d, j]), abs=1e-4)
+    assert (K is None) == (chunk_logits is None) == (not chunks)
+    if chunks:  # the search gets them weighted
+        for b, n in enumerate(lengths):
+            assert K[b, 1:n] == pytest.approx(0.5 * chunk_logits[b, 1:n].numpy(), abs=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +255,31 @@ def test_model_file_round_trip_and_the_one_loader(tmp_path, toy_neural):
     np.savez(tmp_path / "future.npz", **arrays)
     with pytest.raises(ModelFileError, match=r"future\.npz: unsupported version 7"):
         load_reorderer(str(tmp_path / "future.npz"))
+
+
+def test_a_model_with_chunks_learns_saves_and_loads_and_older_files_read_as_without(tmp_path, toy_neural):
+    from dataclasses import replace
+    sentences, ranks = toy_corpus(400, seed=1)
+    options = NeuralTrainOptions(epochs=12, lr=1e-2, batch_pairs=2000, threads=1, device="cpu")
+    model = train_neural(sentences, ranks, replace(SMALL, chunks=True), options, progress=False)
+    assert model.config.chunks and "chunk.wl" in model.weights
+    held_out, held_ranks = toy_corpus(200, seed=2)
+    scores = evaluate_orders(model.reorder_batch(held_out), held_ranks)
+    assert scores.corpus_tau > 0.97 and scores.corpus_frs > 0.95
+    path = str(tmp_path / "chunks.npz")
+    model.save(path)
+    loaded = load_reorderer(path)
+    assert loaded.config == model.config and loaded.reorder_batch(held_out) == model.reorder_batch(held_out)
+    # the chunk weight is a search setting: 0 searches on the pairs alone
+    assert loaded.with_abstention(chunk_weight=0.0).config.chunk_weight == 0.0
+    # a model file written before chunks existed has neither field in its header
+    toy_neural.save(str(tmp_path / "plain.npz"))
+    header, arrays = read_model_file(str(tmp_path / "plain.npz"))
+    config = {k: v for k, v in header["config"].items() if k not in ("chunks", "chunk_weight")}
+    arrays["header"] = np.array(json.dumps({**header, "config": config}))
+    np.savez(tmp_path / "older.npz", **arrays)
+    older = load_reorderer(str(tmp_path / "older.npz"))
+    assert not older.config.chunks and older.reorder_batch(held_out) == toy_neural.reorder_batch(held_out)
 
 
 class Interrupted(Exception):
