@@ -810,8 +810,13 @@ def _run_train_neural(args: argparse.Namespace, src_lang: str | None) -> int:
 
 
 # --invert-margin / --fallback-margin defaults per kind (model-score units differ: summed feature weights for the
-# linear model, summed pair log-odds for the neural one)
-CLI_MARGINS = {"linear": (CLI_INVERT_MARGIN, CLI_FALLBACK_MARGIN), "neural": (0.5, 1.5)}
+# linear model, summed log-odds for the neural one). The neural fallback margin is the smallest that kept the
+# short-half chunk models at or above monotone FRS at every length of the longer training sentences, both
+# directions (docs/reorderer-neural.md)
+CLI_MARGINS = {"linear": (CLI_INVERT_MARGIN, CLI_FALLBACK_MARGIN), "neural": (0.5, 5.0)}
+# train-reorderer --kind neural --chunks: on by default (FRS up in both directions on held-out training lines,
+# docs/reorderer-neural.md); NeuralConfig's own default stays off, which is what model files without it hold
+CLI_NEURAL_CHUNKS = True
 
 
 def _kind_defaults() -> tuple[dict, dict]:
@@ -824,7 +829,7 @@ def _kind_defaults() -> tuple[dict, dict]:
     neural = {"epochs": n.epochs, "lr": n.lr, "batch_pairs": n.batch_pairs, "dropout": n.dropout,
               "word_dropout": n.word_dropout, "min_count": n.min_count, "device": n.device, "threads": n.threads,
               "word_dim": c.word_dim, "hash_buckets": c.hash_buckets, "hidden": c.hidden, "layers": c.layers,
-              "pair_dim": c.pair_dim, "chunks": c.chunks, "gain": c.gain}
+              "pair_dim": c.pair_dim, "chunks": CLI_NEURAL_CHUNKS, "gain": c.gain}
     return linear, neural
 
 
@@ -926,9 +931,10 @@ needs torch, reordering does not. `reorder` and everything else read either kind
                         help=f"BiLSTM layers (default {nc.layers})")
     neural.add_argument("--pair-dim", type=int_option(8, 2048), default=nc.pair_dim,
                         help=f"hidden size of the pair scorer (default {nc.pair_dim})")
-    neural.add_argument("--chunks", action=argparse.BooleanOptionalAction, default=nc.chunks,
-                        help="also score neighbouring words as one chunk of the target order, and search for the "
-                             f"order that keeps the likely chunks together (default {nc.chunks})")
+    neural.add_argument("--chunks", action=argparse.BooleanOptionalAction, default=CLI_NEURAL_CHUNKS,
+                        help="also score whether neighbouring words stay one chunk of the target order, and search "
+                             "for the order that keeps the likely chunks together; --no-chunks: pairs only "
+                             f"(default {CLI_NEURAL_CHUNKS})")
     neural.add_argument("--gain", choices=GAINS, default=nc.gain,
                         help="what the search sums over inverted pairs: logodds (pair log-odds) or prob "
                              f"(p(inverted) - p(straight), the expected Kendall tau) (default {nc.gain})")

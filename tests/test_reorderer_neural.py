@@ -17,8 +17,8 @@ from xlpos_prep import btg, pairbtg
 from xlpos_prep.cli import main as cli_main
 from xlpos_prep.metrics import evaluate_orders, monotone_order
 from xlpos_prep.neural_reorderer import NeuralConfig, NeuralReorderer, NeuralTrainOptions
-from xlpos_prep.reorderer import (ModelFileError, Reorderer, ReordererConfig, TrainOptions, load_reorderer,
-                                  read_model_file, train)
+from xlpos_prep.reorderer import (CLI_MARGINS, CLI_NEURAL_CHUNKS, ModelFileError, Reorderer, ReordererConfig,
+                                  TrainOptions, load_reorderer, read_model_file, train)
 from xlpos_prep.source_vocab import SourceVocabulary, language_of_path
 
 torch = pytest.importorskip("torch")
@@ -302,7 +302,8 @@ def test_snapshot_is_refused_for_reordering_and_training_resumes_to_the_same_mod
         if snapshot.training["epochs_done"] == 2:
             raise Interrupted
 
-    config = NeuralConfig(**{**SMALL.__dict__, "fallback_margin": 1.5})
+    config = NeuralConfig(**{**SMALL.__dict__, "fallback_margin": CLI_MARGINS["neural"][1],
+                             "chunks": CLI_NEURAL_CHUNKS})  # what the CLI trains
     with pytest.raises(Interrupted):
         train_neural(sentences, ranks, config, NeuralTrainOptions(epochs=3, batch_pairs=2000, threads=1,
                                                                   device="cpu"), on_epoch=save_then_stop,
@@ -325,7 +326,8 @@ def test_cli_train_reorder_trees_shards_and_kind_options(tmp_path, capsys):
                      "16", "--layers", "1", "--pair-dim", "16", "--threads", "1", "--device", "cpu",
                      "--batch-pairs", "2000", "--src-lang", "xx"]) == 0
     trained = load_reorderer(model)
-    assert trained.source.lang == "xx" and trained.config.fallback_margin == 1.5
+    assert trained.source.lang == "xx" and trained.config.fallback_margin == CLI_MARGINS["neural"][1]
+    assert trained.config.chunks
     test_sents, test_ranks = toy_corpus(100, seed=9)
     test_src, _ = write_corpus(tmp_path, "test", test_sents, test_ranks)
     out, trees = str(tmp_path / "o"), str(tmp_path / "t")
@@ -343,11 +345,15 @@ def test_cli_train_reorder_trees_shards_and_kind_options(tmp_path, capsys):
         shards += open(part).read().splitlines()
     assert shards == open(out).read().splitlines()
     capsys.readouterr()
-    for bad in (["--kind", "neural", "--hash-bits", "12"], ["--epochs", "3"]):
+    for bad in (["--kind", "neural", "--hash-bits", "12"], ["--epochs", "3"], ["--no-chunks"]):
         assert cli_main(["train-reorderer", "--src", src, "--oracle", oracle, "--model", str(tmp_path / "x"),
                          *bad]) != 0
         assert "is an option of --kind" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+    pairs_only = str(tmp_path / "pairs.npz")
+    assert cli_main(["train-reorderer", "--kind", "neural", "--no-chunks", "--src", src, "--oracle", oracle,
+                     "--model", pairs_only, *TINY_TRAIN_ARGS["neural"][2:]]) == 0
+    assert not load_reorderer(pairs_only).config.chunks
 
 
 # --------------------------------------------------------------------------------------------- both kinds
