@@ -22,8 +22,9 @@ Chunks (optional): a score c(k) per pair of neighbouring source words (k - 1, k)
 they stay together, next to each other and in order (one chunk, as the fuzzy reordering score counts them). A
 straight span without inversions may then be taken as one terminal, scoring the c(k) of the neighbours inside it;
 since a straight run can be cut anywhere into terminals, a derivation scores the positive c(k) of the neighbours it
-keeps together. A terminal wider than max_term is written as a chain of max_term-word F edges (its order is the
-same). Without chunk scores the search is the pair search alone.
+keeps together, and the fallback compares with the monotone order's score, the positive c(k) of all neighbours. A
+terminal wider than max_term is written as a chain of max_term-word F edges (its order is the same). Without chunk
+scores the search is the pair search alone.
 
 Sentences longer than max_span are chains of segments of at most max_span words composed straight (edge GLUE), the
 segments chosen by a DP over the cell scores, as in btg. Sentences are searched in padded batches (the caller
