@@ -17,7 +17,7 @@ from pathlib import Path
 from xlpos_prep.io import log, read_json, read_lines, step_done, write_lines
 from xlpos_prep.derived_data import test_set_data_bin
 from xlpos_prep.pipeline import Layout, PrepareConfig, Prepared, Steps, prep_cmd, prepare, run_logged
-from xlpos_prep.reorderer import Reorderer
+from xlpos_prep.reorderer import load_reorderer
 from xlpos_prep.text import Detokenizer, check_parallel
 
 from buckets import BucketSpec, bucket_bleu, make_buckets, order_tau
@@ -260,15 +260,14 @@ def data_tag(spec: PairSpec, args: argparse.Namespace) -> str:
 
 
 def reorderer_settings(model: Path) -> dict:
-    """The model file's configuration and training options (no weights, no training history)."""
-    header = Reorderer.load(str(model)).header()
+    """The model file's configuration and training options (no weights, no training history); either kind."""
+    header = load_reorderer(str(model)).header()
     return {**header["config"], "training": header["training"].get("options", {})}
 
 
 def evaluation_module(name: str):
     """xlpos/evaluation/NAME.py loaded from its file: importing the xlpos package would import fairseq (seconds of
     CPU, and it configures logging) for modules that need neither (aer)."""
-    import importlib.util
     key = f"xlpos_evaluation_{name}"
     if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(key, REPO / "xlpos" / "evaluation" / f"{name}.py")

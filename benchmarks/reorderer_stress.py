@@ -33,6 +33,7 @@ the pipeline makes them for Japanese sources, for training and scoring alike (fi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -202,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="en-ja, ja-en (Tanaka), en-de (Multi30k: train 29k, dev = test_2016_flickr)")
     parser.add_argument("--before-rev", default=DEFAULT_BEFORE, help="git revision of the 'before' variant")
     parser.add_argument("--train-args", default="", help="extra train-reorderer arguments of 'after' (quoted)")
+    parser.add_argument("--reorder-args", default="",
+                        help="extra `reorder` arguments of 'after' (quoted), e.g. --split-sentences: inference "
+                             "settings tried on the same models")
     parser.add_argument("--tag", default="after", help="model name of the 'after' variant (cache key)")
     parser.add_argument("--attach-null", choices=("right", "left"), default="right",
                         help="oracles of Japanese-source directions (right: the oracle command's default; left: "
@@ -219,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     check_variant(None, work)
     variants = {"before": (before, "before-" + args.before_rev, []),
                 "after": (None, args.tag, shlex.split(args.train_args))}
+    reorder_extra = {"before": [], "after": shlex.split(args.reorder_args)}
+    order_suffix = {"before": "", "after": ".r" + hashlib.sha1(args.reorder_args.encode()).hexdigest()[:8]
+                    if args.reorder_args else ""}  # the orders of other inference settings kept apart
     results: dict = {"meta": meta, "before_rev": args.before_rev, "train_args": args.train_args,
+                     "reorder_args": args.reorder_args,
                      "attach_null": args.attach_null, "directions": {}}
     for plain_direction in args.directions.split(","):
         home = prepare_multi30k(work) if plain_direction == "en-de" else work
@@ -237,9 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                    "max_len": max(map(len, words)), "model_part": part,
                    "monotone": score_set([monotone_order(len(w)) for w in words], oracle, words)}
             for vname, (root, name, _) in variants.items():
-                out = home / f"{sname.split()[0]}.{direction}.{name}.order"
+                out = home / f"{sname.split()[0]}.{direction}.{name}{order_suffix[vname]}.order"
                 model = res["models"][f"{vname} {part}"]["path"]
-                child(root, home, ["reorder", "--model", model, "--src", str(src), "--out", str(out)])
+                child(root, home, ["reorder", "--model", model, "--src", str(src), "--out", str(out),
+                                   *reorder_extra[vname]])
                 row[vname] = score_set([[int(x) for x in line.split()] for line in enja.read(out)], oracle, words)
             res["sets"][sname] = row
     print_tables(results)
@@ -250,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_tables(results: dict) -> None:
     print(f"\nbefore = {results['before_rev']} (its defaults); after = this checkout "
-          f"{results['train_args'] or '(defaults)'}; corpus tau/FRS, sentence-average tau/FRS in brackets")
+          f"{results['train_args'] or '(defaults)'}"
+          + (f", reordering with {results['reorder_args']}" if results.get("reorder_args") else "")
+          + "; corpus tau/FRS, sentence-average tau/FRS in brackets")
     for direction, res in results["directions"].items():
         print(f"\n=== {direction} order ===")
         for name, m in res["models"].items():

@@ -48,10 +48,11 @@ from typing import Sequence
 import numpy as np
 
 from . import pairbtg
-from .btg import EDGE_F, EDGE_GLUE, ParseResult, inversion_penalties, tree_string
+from .btg import ParseResult, inversion_penalties, tree_string
 from .io import atomic_output
 from .reorderer import NEURAL_FORMAT_NAME as FORMAT_NAME
 from .reorderer import ModelFileError
+from .sentence_bounds import parse_in_pieces, sentence_cuts
 from .source_vocab import SourceVocabulary
 
 FORMAT_VERSION = 1
@@ -85,6 +86,7 @@ class NeuralConfig:
     max_invert_span: int = 0
     fallback_length: int = 0
     fallback_margin: float = 0.0
+    split_sentences: bool = False  # each sentence of a line parsed alone (xlpos_prep.sentence_bounds)
 
     def __post_init__(self) -> None:
         for name in ("word_dim", "hidden", "layers", "pair_dim", "max_term"):
@@ -327,11 +329,12 @@ class NeuralReorderer:
 
     def with_abstention(self, invert_margin: float | None = None, max_invert_span: int | None = None,
                         fallback_margin: float | None = None, fallback_length: int | None = None,
+                        split_sentences: bool | None = None,
                         chunk_weight: float | None = None) -> "NeuralReorderer":
         """The same network reordering with other search settings (None: keep the model's)."""
         changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span),
                                      ("fallback_margin", fallback_margin), ("fallback_length", fallback_length),
-                                     ("chunk_weight", chunk_weight))
+                                     ("split_sentences", split_sentences), ("chunk_weight", chunk_weight))
                    if v is not None}
         if not changes:
             return self
@@ -361,32 +364,16 @@ class NeuralReorderer:
         return G, lengths, None if K is None else c.chunk_weight * K
 
     def parse_batch(self, sentences: Sequence[Sequence[str]]) -> list[ParseResult]:
-        """Best derivations, in input order; sentences longer than MAX_PARSE_WORDS in pieces composed straight."""
-        if all(len(s) <= MAX_PARSE_WORDS for s in sentences):
-            return self._parse_uncut(sentences)
-        pieces: list[Sequence[str]] = []
-        bounds: list[list[int]] = []
-        for s in sentences:
-            count = -(-len(s) // MAX_PARSE_WORDS)
-            cuts = [len(s) * i // count for i in range(count + 1)] if count > 1 else [0, len(s)]
-            bounds.append(cuts)
-            pieces += [s[a:b] for a, b in zip(cuts, cuts[1:])]
-        parsed = iter(self._parse_uncut(pieces))
-        out = []
-        for cuts in bounds:
-            results = [next(parsed) for _ in cuts[1:]]
-            if len(results) == 1:
-                out.append(results[0])
-                continue
-            # the pieces' edges shifted into place (their own chains keep their GLUE rows, now starting at the
-            # piece), and GLUE rows composing the pieces left to right (last first, as btg writes a chain)
-            glue = [(EDGE_GLUE, 0, a, b) for a, b in reversed(list(zip(cuts[1:-1], cuts[2:])))]
-            shifted = [r.edges + np.array([0, a, a, a]) for r, a in zip(results, cuts)]
-            for e in shifted:
-                e[e[:, 0] == EDGE_F, 2] = -1  # an F edge has no split point
-            edges = np.concatenate([np.array(glue, dtype=np.int64).reshape(-1, 4)] + shifted)
-            order = np.concatenate([r.order + a for r, a in zip(results, cuts)])
-            out.append(ParseResult(order, edges))
+        """Best derivations, in input order; with split_sentences each sentence of a line alone, and lines (or
+        sentences) longer than MAX_PARSE_WORDS in pieces; pieces are composed straight (sentence_bounds)."""
+        return parse_in_pieces(self._parse_uncut, sentences, self._cuts)
+
+    def _cuts(self, words: Sequence[str]) -> list[int]:
+        cuts = sentence_cuts(words) if self.config.split_sentences else [0, len(words)]
+        out = [0]
+        for a, b in zip(cuts, cuts[1:]):
+            count = -(-(b - a) // MAX_PARSE_WORDS)
+            out += [a + (b - a) * i // count for i in range(1, count)] + [b]
         return out
 
     def _parse_uncut(self, sentences: Sequence[Sequence[str]]) -> list[ParseResult]:

@@ -365,7 +365,7 @@ def run_train_neural(args: argparse.Namespace, sentences: list[list[str]], ranks
     from .reorderer import AUTO_FALLBACK_LENGTH, AUTO_INVERT_SPAN
     config = NeuralConfig(word_dim=args.word_dim, hash_buckets=args.hash_buckets, hidden=args.hidden,
                           layers=args.layers, pair_dim=args.pair_dim, max_span=args.max_span, max_term=args.max_term,
-                          chunks=args.chunks,
+                          chunks=args.chunks, split_sentences=args.split_sentences,
                           gain=args.gain, invert_margin=args.invert_margin, fallback_margin=args.fallback_margin,
                           max_invert_span=max(args.max_invert_span, 0), fallback_length=max(args.fallback_length, 0))
     options = NeuralTrainOptions(epochs=args.epochs, lr=args.lr, batch_pairs=args.batch_pairs, dropout=args.dropout,

@@ -38,6 +38,7 @@ from tqdm import tqdm
 from . import btg, wordclass
 from .io import (SEED, WORKERS, InputError, Shard, atomic_output, count_sentences, declare_files, float_option,
                  int_option, iter_tokens, pool_worker_setup, read_tokens, shard_option)
+from .sentence_bounds import parse_in_pieces, sentence_cuts
 from .source_vocab import SourceVocabulary, language_of_path
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ CLI_INVERT_MARGIN = 1.0
 # the sentence-level fallback (ReordererConfig.fallback_margin), chosen on training sentences longer than those
 # a model was trained on (docs/reorderer.md, "The sentence-level fallback")
 CLI_FALLBACK_MARGIN = 1.5
+# train-reorderer: the sentences of a line reordered one by one (both kinds; xlpos_prep.sentence_bounds, measured on
+# joined dev sentences in docs/reorderer.md)
+CLI_SPLIT_SENTENCES = True
 AUTO_INVERT_SPAN = -1  # TrainOptions.max_invert_span: INVERT_SPAN_FACTOR x the longest training sentence
 AUTO_FALLBACK_LENGTH = -1  # TrainOptions.fallback_length: the longest training sentence
 INVERT_SPAN_FACTOR = 2
@@ -99,6 +103,9 @@ class ReordererConfig:
     # longest sentence. 0 / 0: none (models written before these fields load so, and reorder as before).
     fallback_length: int = 0
     fallback_margin: float = 0.0
+    # Each sentence of a line parsed alone, composed straight (xlpos_prep.sentence_bounds). Off in files written
+    # before it existed (they reorder as before); train-reorderer turns it on (CLI_SPLIT_SENTENCES).
+    split_sentences: bool = False
 
     def __post_init__(self) -> None:
         if not 8 <= self.hash_bits <= 28:
@@ -325,10 +332,12 @@ class Reorderer:
         self.interpreted = False
 
     def with_abstention(self, invert_margin: float | None = None, max_invert_span: int | None = None,
-                        fallback_margin: float | None = None, fallback_length: int | None = None) -> "Reorderer":
-        """The same weights reordering with other abstention settings (None: keep the model's)."""
+                        fallback_margin: float | None = None, fallback_length: int | None = None,
+                        split_sentences: bool | None = None) -> "Reorderer":
+        """The same weights reordering with other inference settings (None: keep the model's)."""
         changes = {k: v for k, v in (("invert_margin", invert_margin), ("max_invert_span", max_invert_span),
-                                     ("fallback_margin", fallback_margin), ("fallback_length", fallback_length))
+                                     ("fallback_margin", fallback_margin), ("fallback_length", fallback_length),
+                                     ("split_sentences", split_sentences))
                    if v is not None}
         if not changes:
             return self
@@ -343,6 +352,12 @@ class Reorderer:
     # --- inference -------------------------------------------------------------------------------------------
 
     def parse_batch(self, sentences: Sequence[Sequence[str]]) -> list[btg.ParseResult]:
+        """Best derivations, in input order; with split_sentences each sentence of a line alone, composed straight."""
+        if self.config.split_sentences:
+            return parse_in_pieces(self._parse_lines, sentences, sentence_cuts)
+        return self._parse_lines(sentences)
+
+    def _parse_lines(self, sentences: Sequence[Sequence[str]]) -> list[btg.ParseResult]:
         if not sentences:
             return []
         tok, offsets = self.encoder.encode_batch(sentences)
@@ -744,7 +759,8 @@ def run_train_reorderer(args: argparse.Namespace) -> int:
         return _run_train_neural(args, src_lang)
     config = ReordererConfig(hash_bits=args.hash_bits, max_term=args.max_term, max_span=args.max_span,
                              features=tuple(args.features.split(",")), views=tuple(args.views.split(",")),
-                             invert_margin=args.invert_margin, fallback_margin=args.fallback_margin)
+                             invert_margin=args.invert_margin, fallback_margin=args.fallback_margin,
+                             split_sentences=args.split_sentences)
     options = TrainOptions(iterations=args.iterations, loss=args.loss, update=args.update, pa_c=args.pa_c,
                            loss_norm=args.loss_norm, chunk_weight=args.chunk_weight, max_len=args.max_len,
                            seed=args.seed, max_invert_span=args.max_invert_span,
@@ -906,6 +922,10 @@ needs torch, reordering does not. `reorder` and everything else read either kind
                              f"model's order only if it beats the monotone order by this x e^2 model score, else "
                              f"it stays monotone; 0: no fallback (default {CLI_MARGINS['linear'][1]} linear, "
                              f"{CLI_MARGINS['neural'][1]} neural)")
+    parser.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=CLI_SPLIT_SENTENCES,
+                        help="when reordering, each sentence of a line (ended by . ! ? or their full-width forms) "
+                             "is ordered alone and the sentences keep their order; --no-split-sentences: a line "
+                             f"is parsed whole (default {CLI_SPLIT_SENTENCES})")
     parser.add_argument("--resumable", action="store_true",
                         help="linear: also store the learner state in the model, so --resume can continue training")
     neural = parser.add_argument_group("--kind neural")
@@ -972,14 +992,15 @@ def _reorder_chunk(job: tuple[list[list[str]], bool]) -> list[tuple[str, str | N
 
 def reorder_lines(model_path: str, sentences: Iterable[list[str]], workers: int = 1, with_trees: bool = False,
                   progress: bool = True, model: AnyReorderer | None = None,
-                  abstention: tuple = (None, None, None, None),
+                  abstention: tuple = (None, None, None, None, None),
                   total: int | None = None) -> Iterable[tuple[str, str | None]]:
     """(order line, tree line or None) per sentence, in input order, with `workers` processes.
 
     `sentences` may be a stream (iter_tokens): it is read in batches as the workers take them, so a corpus is never
     held (`total`: its length, for the progress bar). Worker processes load `model_path` and apply `abstention`
     (the arguments of Reorderer.with_abstention: invert margin, longest inverted span, fallback margin, fallback
-    length; None keeps the model's); with workers == 1 an already loaded `model` is used as it is when given."""
+    length, split sentences; None keeps the model's); with workers == 1 an already loaded `model` is used as it is
+    when given."""
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if total is None and isinstance(sentences, Sized):
@@ -997,7 +1018,8 @@ def reorder_lines(model_path: str, sentences: Iterable[list[str]], workers: int 
                 yield from chunk
                 bar.update(len(chunk))
         else:
-            with multiprocessing.get_context("fork").Pool(workers, _init_reorder_worker, (model_path, abstention)) as pool:
+            pool = multiprocessing.get_context("fork").Pool(workers, _init_reorder_worker, (model_path, abstention))
+            with pool:
                 for chunk in pool.imap(_reorder_chunk, jobs):
                     yield from chunk
                     bar.update(len(chunk))
@@ -1012,7 +1034,8 @@ VOCABULARY_CHECK_LINES = 10_000
 
 def run_reorder(args: argparse.Namespace) -> int:
     model = load_reorderer(args.model)  # fail early, with the model file named, before reading the corpus
-    abstention = (args.invert_margin, args.max_invert_span, args.fallback_margin, args.fallback_length)
+    abstention = (args.invert_margin, args.max_invert_span, args.fallback_margin, args.fallback_length,
+                  args.split_sentences)
     model = model.with_abstention(*abstention)
     # The corpus is streamed, never held: a WMT training split is millions of sentences, and every --shard job
     # reads the same file.
@@ -1066,5 +1089,8 @@ format). Tree file: per line the BTG derivation, (S A B) straight, (I A B) inver
     parser.add_argument("--fallback-length", type=int_option(0, 100_000),
                         help="override the model's (its longest training sentence): sentences longer than this "
                              "are tested for the fallback (0: none)")
+    parser.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                        help="override the model's: order each sentence of a line alone (--no-split-sentences: "
+                             "parse a line whole)")
     parser.set_defaults(run=run_reorder)
     declare_files(parser, inputs=("model", "src"), outputs=("out", "trees"))

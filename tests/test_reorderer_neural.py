@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from test_reorderer import order_from_tree, toy_corpus, toy_pair, write_corpus
+from test_sentence_bounds import check_sentence_by_sentence, joined_lines
 from xlpos_prep import btg, pairbtg
 from xlpos_prep.cli import main as cli_main
 from xlpos_prep.metrics import evaluate_orders, monotone_order
@@ -218,6 +219,10 @@ def test_learns_a_systematic_reordering(toy_neural):
     assert toy_neural.reorder_batch([words, [], ["n3"]]) == [toy_neural.reorder(words), [], [0]]
 
 
+def test_a_line_of_several_sentences_is_reordered_sentence_by_sentence(toy_neural):
+    check_sentence_by_sentence(toy_neural, joined_lines(40, seed=5))
+
+
 def test_a_long_line_is_reordered_in_pieces_with_a_consistent_tree(toy_neural):
     rng = random.Random(3)
     words = [w for _ in range(200) for w in toy_pair(rng)[0]][:700]
@@ -326,6 +331,7 @@ def test_cli_train_reorder_trees_shards_and_kind_options(tmp_path, capsys):
                      "16", "--layers", "1", "--pair-dim", "16", "--threads", "1", "--device", "cpu",
                      "--batch-pairs", "2000", "--src-lang", "xx"]) == 0
     trained = load_reorderer(model)
+    assert trained.config.split_sentences is True
     assert trained.source.lang == "xx" and trained.config.fallback_margin == CLI_MARGINS["neural"][1]
     assert trained.config.chunks
     test_sents, test_ranks = toy_corpus(100, seed=9)
