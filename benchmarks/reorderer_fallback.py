@@ -7,7 +7,9 @@ sentence e words longer than the model's longest training sentence) this prints 
 sentence length, FRS minus monotone FRS; the chosen default is the smallest margin whose worst length bucket is
 at or above monotone for every model given (and whose corpus tau is). Either kind of model (linear or neural);
 the margins are in each kind's score units (summed feature weights, summed pair log-odds). Everything runs in
-this process (models loaded once, the fallback overridden with with_abstention).
+this process (models loaded once, the fallback overridden with with_abstention). Lines are parsed whole
+(`split_sentences` off): the fallback is judged on a line's length, and a line of several sentences split would be
+judged on its sentences' lengths instead (sentence splitting is measured apart, docs/reorderer.md).
 
     python benchmarks/reorderer_stress.py --work /work/r15 --directions ja-en --tag ctxfb   # makes the models
     python benchmarks/reorderer_fallback.py --work /work/r15 --models ctxfb,ctxfbs2 --oracles ja-en,ja-en-left
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             if model.config.fallback_length == 0:  # a model from before the fallback: its training's longest
                 model = model.with_abstention(fallback_length=int(threshold))
             for margin in margins:
-                orders = model.with_abstention(fallback_margin=margin).reorder_batch(words)
+                orders = model.with_abstention(fallback_margin=margin, split_sentences=False).reorder_batch(words)
                 s = evaluate_orders(orders, gold)
                 diffs = [frs(orders, idx) - frs(mono, idx) for idx in buckets.values()]
                 worst[margin] = min(worst[margin], min(diffs))
