@@ -49,19 +49,21 @@ def markdown_table(results: dict) -> str:
 
 
 def significance_cells(record: dict | None, metric: str) -> tuple[str, str]:
-    """('p bootstrap / p AR', '±CI') of one comparison record: one seed pair as it is, marked * when significant;
-    several as the largest p-values and the count of significant seed pairs; the CI is the widest of the system's
-    bootstrap 95% intervals (half-width)."""
+    """('p bootstrap / p AR', '±CI') of one comparison record: one seed pair as it is, marked * when significant
+    in the system's favour and "(below)" when significant the other way; several as the largest p-values and the
+    count of seed pairs significantly above the baseline, with those significantly below named apart (a p-value
+    alone does not say which way); the CI is the widest of the system's bootstrap 95% intervals (half-width)."""
     if not record or not record["seed_pairs"]:
         return "–", "–"
     tests = [next(t for t in p["comparison"]["tests"] if t["metric"].startswith(metric)) for p in record["seed_pairs"]]
-    name = tests[0]["metric"]
     bs, ar = max(t["p_bootstrap"] for t in tests), max(t["p_randomization"] for t in tests)
     ci = f"±{max(t['system_ci95'] for t in tests):.2f}"
-    count = record["significant_seed_pairs"][name]
+    alpha = record.get("alpha", 0.05)
+    significant = [t["delta"] for t in tests if t["delta"] != 0 and max(t["p_bootstrap"], t["p_randomization"]) < alpha]
+    above, below = sum(d > 0 for d in significant), sum(d < 0 for d in significant)
     if len(tests) == 1:
-        return f"{p_value(bs)} / {p_value(ar)}{'*' if count else ''}", ci
-    return f"≤{p_value(bs)} / ≤{p_value(ar)} ({count}/{len(tests)})", ci
+        return f"{p_value(bs)} / {p_value(ar)}{'*' if above else ' (below)' if below else ''}", ci
+    return f"≤{p_value(bs)} / ≤{p_value(ar)} ({above}/{len(tests)}{f', {below} below' if below else ''})", ci
 
 
 def p_value(p: float) -> str:
@@ -77,7 +79,8 @@ def significance_markdown(results: dict) -> list[str]:
         return []
     lines = ["", "Significance on test (sacreBLEU paired bootstrap, 1000 resamples / approximate randomization, "
              "10000 trials, unless the JSON says otherwise): p-values, the largest over seed pairs; (k/n): seed "
-             "pairs significant by both tests at p < 0.05; * one seed pair, significant.", "",
+             "pairs significantly above the baseline by both tests at p < 0.05 ('j below': significant the other "
+             "way); * one seed pair, significantly above; (below): significantly below.", "",
              "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | ± 95% CI of the system's BLEU | "
              "Δ chrF | p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
     for pair_name, r in rows:

@@ -498,6 +498,25 @@ def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
     assert "concat*" in printed and "input-monotone" in printed
 
 
+def _comparison(*seed_pairs: tuple[float, float, float]) -> dict:
+    """A significance record of seed pairs (BLEU delta, p bootstrap, p randomization)."""
+    def test(delta: float, bs: float, ar: float) -> dict:
+        return {"metric": "BLEU", "delta": delta, "p_bootstrap": bs, "p_randomization": ar, "system_ci95": 1.5}
+    return {"alpha": 0.05, "seed_pairs": [{"comparison": {"tests": [test(*t)]}} for t in seed_pairs]}
+
+
+@pytest.mark.parametrize("seed_pairs, cell", [
+    ([(+1.2, 0.01, 0.02), (-1.1, 0.01, 0.03), (+0.3, 0.30, 0.60)], "≤0.300 / ≤0.600 (1/3, 1 below)"),
+    ([(-1.2, 0.01, 0.02), (-1.1, 0.02, 0.03)], "≤0.020 / ≤0.030 (0/2, 2 below)"),
+    ([(+0.9, 0.01, 0.04), (+0.1, 0.01, 0.20)], "≤0.010 / ≤0.200 (1/2)"),
+    ([(-2.0, 0.001, 0.0001)], "0.001 / 0.0001 (below)"),
+    ([(+2.0, 0.001, 0.0001)], "0.001 / 0.0001*"),
+    ([(0.0, 0.0001, 0.0001)], "0.0001 / 0.0001"),
+])
+def test_a_significance_cell_counts_seed_pairs_above_the_baseline_and_names_those_below(seed_pairs, cell):
+    assert bleu_report.significance_cells(_comparison(*seed_pairs), "BLEU") == (cell, "±1.50")
+
+
 def test_compare_option() -> None:
     assert bleu.parse_compare("rope:input", ["input", "rope"]) == ("rope", "input")
     with pytest.raises(ValueError, match="rope-monotone not among --systems"):
