@@ -653,9 +653,31 @@ def pool_worker_setup() -> None:
     """Initializer of every worker pool: die with the parent; leave Ctrl-C to the parent, which stops the pool
     (otherwise every worker prints its own KeyboardInterrupt traceback); die quietly on SIGTERM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Pool.terminate() stops workers with SIGTERM: the default action, not the parent's unwinding handler.
+    # Pool.terminate() stops workers with SIGTERM: the default action, not the parent's unwinding handler. A pool
+    # made by fork_pool holds SIGTERM back until here, so a worker never runs the parent's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     die_with_parent()
+
+
+def fork_pool(workers: int, initializer: Callable[..., None] = pool_worker_setup,
+              initargs: tuple = ()) -> Any:
+    """A pool of `workers` forked processes whose initializer must call pool_worker_setup first.
+
+    SIGTERM is blocked while the pool forks its workers (and in the pool's own threads, which fork replacements):
+    a worker forked with this process's SIGTERM handler (run_cli's, which raises KeyboardInterrupt) and terminated
+    before its initializer ran could lose that exception in the interpreter's cleanup code and then wait for work
+    forever, with Pool.terminate() waiting for it (seen once in a test run on a loaded machine). Held back, the
+    signal reaches the worker once pool_worker_setup has installed the default action, and the worker dies."""
+    import multiprocessing
+    if not hasattr(signal, "pthread_sigmask"):
+        return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_child(args: Sequence[str], cpu_seconds: list[float] | None = None, **kwargs: Any) -> int:

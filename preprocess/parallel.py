@@ -1,13 +1,12 @@
 """Order-preserving per-sentence map over a process pool, with a tqdm progress bar on stderr."""
 from __future__ import annotations
 
-import multiprocessing
 import sys
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
 
-from .io import pool_worker_setup
+from .io import fork_pool
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -36,7 +35,7 @@ def map_in_order(fn: Callable[[Item], Result], items: Iterable[Item], *, workers
                 yield fn(item)
                 bar.update(1)
         else:
-            with multiprocessing.get_context("fork").Pool(workers, pool_worker_setup) as pool:
+            with fork_pool(workers) as pool:
                 for result in pool.imap(fn, items, chunksize=chunksize):
                     yield result
                     bar.update(1)

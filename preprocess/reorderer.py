@@ -22,7 +22,6 @@ import hashlib
 import itertools
 import json
 import logging
-import multiprocessing
 import os
 import resource
 import sys
@@ -37,7 +36,7 @@ from tqdm import tqdm
 
 from . import btg, wordclass
 from .io import (SEED, WORKERS, InputError, Shard, atomic_output, count_sentences, declare_files, float_option,
-                 int_option, iter_tokens, pool_worker_setup, read_tokens, shard_option)
+                 fork_pool, int_option, iter_tokens, pool_worker_setup, read_tokens, shard_option)
 from .sentence_bounds import parse_in_pieces, sentence_cuts
 from .source_vocab import SourceVocabulary, language_of_path
 
@@ -1018,8 +1017,7 @@ def reorder_lines(model_path: str, sentences: Iterable[list[str]], workers: int 
                 yield from chunk
                 bar.update(len(chunk))
         else:
-            pool = multiprocessing.get_context("fork").Pool(workers, _init_reorder_worker, (model_path, abstention))
-            with pool:
+            with fork_pool(workers, _init_reorder_worker, (model_path, abstention)) as pool:
                 for chunk in pool.imap(_reorder_chunk, jobs):
                     yield from chunk
                     bar.update(len(chunk))

@@ -36,11 +36,10 @@ import re
 import sys
 import unicodedata
 from dataclasses import dataclass
-from multiprocessing import Pool
 from typing import Callable, Iterator, Optional
 
 from .io import (WORKERS, InputError, atomic_output, check_same_length, count_lines, declare_files, float_option,
-                 int_option, iter_lines, pool_worker_setup, write_lines)
+                 fork_pool, int_option, iter_lines, pool_worker_setup, write_lines)
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +229,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
     with atomic_output(args.output) as out:
         if args.workers > 1:
             _make_tokenizer(spec)  # a missing segmenter fails here, once, not in every worker
-            with Pool(args.workers, initializer=_init_worker, initargs=(spec,)) as pool:
+            with fork_pool(args.workers, _init_worker, (spec,)) as pool:
                 for done in pool.imap(_tokenize_chunk, _line_chunks(args.input)):
                     out.writelines(line + "\n" for line in done)
                     n += len(done)

@@ -66,3 +66,28 @@ def test_a_waiting_lock_is_taken_when_its_holder_ends(tmp_path, capsys):
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+def _slow_setup(delay: float) -> None:
+    import time
+    from xlpos_prep.io import pool_worker_setup
+    time.sleep(delay)  # the window between a worker's fork and its setup, made wide
+    pool_worker_setup()
+
+
+def test_a_pool_worker_terminated_before_its_setup_dies_of_sigterm_never_of_the_parents_handler():
+    import signal
+    import time
+    from xlpos_prep import io
+    previous = signal.signal(signal.SIGTERM, io._interrupt)  # what run_cli installs: SIGTERM raises KeyboardInterrupt
+    try:
+        pool = io.fork_pool(2, _slow_setup, (1.0,))
+        workers = list(pool._pool)
+        time.sleep(0.2)  # forked, still before pool_worker_setup
+        pool.terminate()
+        pool.join()
+        # held back until the default action was in place: killed by the signal, not exiting on a KeyboardInterrupt
+        assert [w.exitcode for w in workers] == [-signal.SIGTERM] * 2
+        assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # this process: unblocked again
+    finally:
+        signal.signal(signal.SIGTERM, previous)
