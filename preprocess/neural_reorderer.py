@@ -4,8 +4,8 @@ Design (this project's choice, measured against the linear model in docs/reorder
 - Words: an embedding of the word when it was seen at least twice in training, plus hashed embeddings of its
   prefixes and suffixes of 1-3 characters and its character-class shape, summed. The hashed parts give an unseen
   word (a name, a rare inflection) a representation, and word dropout in training teaches the model to use them.
-- Context: a 2-layer bidirectional LSTM over the words, trained from scratch on the oracle orders (a corpus of
-  50k short sentences is plenty for that, and nothing pre-trained is needed).
+- Context: a bidirectional LSTM over the words (one layer of 64 per direction by default), trained from scratch
+  on the oracle orders (a corpus of 50k short sentences is plenty for that, and nothing pre-trained is needed).
 - Pairs: for source words i < j less than max_span apart, a one-hidden-layer scorer of (h_i, h_j, the bucketed
   distance j - i) gives the log-odds that j precedes i in the target order. Trained with cross-entropy on the
   oracle's pair orders (pairs the oracle ties are skipped), i.e. on exactly what corpus Kendall tau counts.
