@@ -671,13 +671,13 @@ def fork_pool(workers: int, initializer: Callable[..., None] = pool_worker_setup
     forever, with Pool.terminate() waiting for it (seen once in a test run on a loaded machine). Held back, the
     signal reaches the worker once pool_worker_setup has installed the default action, and the worker dies."""
     import multiprocessing
-    if not hasattr(signal, "pthread_sigmask"):
-        return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    masking = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}) if masking else None
     try:
         return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if masking:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_child(args: Sequence[str], cpu_seconds: list[float] | None = None, **kwargs: Any) -> int:
