@@ -74,7 +74,6 @@ from pathlib import Path
 from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, whatever the working directory
 
@@ -83,7 +82,7 @@ from xlpos_prep.pipeline import JACKKNIFE_FOLDS, StepFailed  # noqa: E402
 from xlpos_prep.pipeline import Steps  # noqa: E402,F401  (tests/test_kill_resume.py checks bleu's steps through it)
 from xlpos_prep.systems import ORACLE_SUFFIX, SYSTEM_GRAMMAR, parse_system  # noqa: E402
 
-from bleu_corpus import CONTRASTS, PAIRS, attention_reference, prepare_pair  # noqa: E402
+from bleu_corpus import CONTRASTS, DATA, PAIRS, attention_reference, prepare_pair  # noqa: E402
 from bleu_evidence import gather_from_records, pair_significance, pair_summary, seed_pooled_buckets  # noqa: E402
 from bleu_evidence import stored_hypotheses  # noqa: E402
 from bleu_report import markdown_table, print_table  # noqa: E402

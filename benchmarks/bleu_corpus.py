@@ -23,6 +23,7 @@ from xlpos_prep.text import Detokenizer, check_parallel
 from buckets import BucketSpec, bucket_bleu, make_buckets, order_tau
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"  # the corpora beside the repository (enja/, ende/)
 
 
 VALID_ORACLE_POSITIONS = "valid@oracle-positions"

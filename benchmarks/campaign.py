@@ -118,45 +118,52 @@ def load_campaign(directory: Path) -> Campaign:
     return Campaign(Path(directory), str(spec.get("description", "")), bleu_args, units)
 
 
-def cpu_hours(records: Path, key: run_records.RunKey) -> tuple[float, bool]:
+def recorded_runs(c: Campaign) -> dict[tuple[Unit, str], dict]:
+    """The record of every run of the campaign that has one, by unit and system: read once for all the lines
+    that status and gather print."""
+    out = {}
+    for u in c.units:
+        for s in u.systems:
+            key = run_records.RunKey(u.pair, s, u.seed)
+            if run_records.has_record(c.directory, key):
+                out[u, s] = run_records.read_record(c.directory, key)
+    return out
+
+
+def cpu_hours(record: dict) -> tuple[float, bool]:
     """The run's training CPU hours, and whether they are whole: a run resumed from a checkpoint counts only
     the part after the resumption."""
-    train = run_records.read_record(records, key)["train"]
+    train = record["train"]
     seconds = train.get("cpu_seconds", train.get("seconds", 0.0))
     return float(seconds) / 3600, not train.get("resumed_from_checkpoint", False)
 
 
 def status_lines(c: Campaign) -> list[str]:
+    records = recorded_runs(c)
     lines = [f"{'pair':8} {'seed':>4}  {'done':>5}  missing"]
-    done_runs = total_runs = 0
-    hours = []
     for u in c.units:
-        missing = u.missing(c.directory)
-        done = [s for s in u.systems if s not in missing]
-        done_runs += len(done)
-        total_runs += len(u.systems)
-        hours += [cpu_hours(c.directory, run_records.RunKey(u.pair, s, u.seed)) for s in done]
-        lines.append(f"{u.pair:8} {u.seed:>4}  {len(done):>2}/{len(u.systems):<2}  {','.join(missing) or '-'}")
+        missing = [s for s in u.systems if (u, s) not in records]
+        done = len(u.systems) - len(missing)
+        lines.append(f"{u.pair:8} {u.seed:>4}  {done:>2}/{len(u.systems):<2}  {','.join(missing) or '-'}")
+    hours = [cpu_hours(r) for r in records.values()]
     whole = [h for h, complete in hours if complete]  # the estimate per run leaves out resumed runs
     per_run = sum(whole) / len(whole) if whole else None
-    left = total_runs - done_runs
-    lines.append(f"{done_runs}/{total_runs} runs recorded"
+    total_runs = sum(len(u.systems) for u in c.units)
+    left = total_runs - len(records)
+    lines.append(f"{len(records)}/{total_runs} runs recorded"
                  + (f"; {sum(h for h, _ in hours):.1f} core-hours of training so far, {per_run * 60:.0f} min "
                     f"per run, about {left * per_run:.1f} core-hours of training left" if per_run else ""))
-    return lines + mixed_making_lines(c)
+    return lines + mixed_making_lines(records)
 
 
-def mixed_making_lines(c: Campaign) -> list[str]:
-    """A warning for every data replica (pair and seed) whose records come from more than one making of it
-    (run_records.replica_making): the paired tests between those runs include the difference of two alignments,
-    not only of the systems."""
+def mixed_making_lines(records: dict[tuple[Unit, str], dict]) -> list[str]:
+    """A warning for every data replica (pair and seed) whose records (recorded_runs) come from more than one
+    making of it (run_records.replica_making): the paired tests between those runs include the difference of two
+    alignments, not only of the systems."""
     groups: dict[tuple[str, int], dict[str | None, list[str]]] = {}
-    for u in c.units:
-        for s in u.systems:
-            key = run_records.RunKey(u.pair, s, u.seed)
-            if run_records.has_record(c.directory, key):
-                making = run_records.replica_making(run_records.read_record(c.directory, key))
-                groups.setdefault((u.pair, u.seed), {}).setdefault(making, []).append(s)
+    for (u, s), record in records.items():
+        making = run_records.replica_making(record)
+        groups.setdefault((u.pair, u.seed), {}).setdefault(making, []).append(s)
     return [f"warning: {pair} seed {seed} mixes {len(makings)} makings of its data replica (the alignment is not "
             f"seeded; paired tests across them include that difference): "
             + "; ".join(f"{making or 'unknown'}: {','.join(systems)}" for making, systems in makings.items())
@@ -403,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
             only = parse_units(c, args.unit) if args.unit else None
             return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within, only)
-        for line in mixed_making_lines(c):
+        for line in mixed_making_lines(recorded_runs(c)):
             print(line, file=sys.stderr)
         return subprocess.run(gather_command(c, rest)).returncode
     except (CampaignError, run_records.RecordError) as e:

@@ -24,11 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_records  # noqa: E402
-from bleu_corpus import PAIRS, test_references  # noqa: E402
+from bleu_corpus import DATA, PAIRS, test_references  # noqa: E402
 from xlpos_prep import significance  # noqa: E402
 from xlpos_prep.io import atomic_output, log  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 class CompareError(ValueError):
@@ -139,11 +137,19 @@ def markdown(results: list[dict]) -> str:
                         f"{tau(a['reorderer_frs'])} → {tau(b['reorderer_tau'])} / {tau(b['reorderer_frs'])} |")
     if results:
         first = results[0]
-        diff = next(iter(first["runs"].values()))["data_differences"]
         rows.append("")
         rows.append(f"Baseline: `{first['baseline']}`; other: `{first['other']}`. Sacrebleu paired bootstrap / "
-                    f"approximate randomization on test, one test per seed. The runs' data differ in: "
-                    + ("; ".join(f"{k}: {v[0]!r} → {v[1]!r}" for k, v in diff.items()) or "nothing recorded") + ".")
+                    f"approximate randomization on test, one test per seed.")
+        # runs whose data differ in the same way share one line (both systems of a pair and seed usually do)
+        differences: dict[str, list[str]] = {}
+        for r in results:
+            for seed, run in r["runs"].items():
+                text = "; ".join(f"{k}: {v[0]!r} → {v[1]!r}" for k, v in run["data_differences"].items())
+                differences.setdefault(text or "nothing recorded", []).append(f"{r['pair']} {r['system']} seed {seed}")
+        for text, runs in differences.items():
+            which = "The runs'" if len(differences) == 1 else ", ".join(runs) + ":"
+            rows.append("")
+            rows.append(f"{which} data differ in: {text}.")
     return "\n".join(rows) + "\n"
 
 

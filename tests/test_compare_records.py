@@ -25,7 +25,8 @@ def corpus(root: Path) -> Path:
 
 
 def record(records: Path, system: str, hyps: list[str], *, monotone_tau: float = 0.6776,
-           reorder_args: str = "", tag: str = "u6000-abc", reorderer_tau: float = 0.837) -> None:
+           reorder_args: str = "", tag: str = "u6000-abc", reorderer_tau: float = 0.837,
+           reorderer_config: dict | None = None) -> None:
     run = records.parent / f"run-{records.name}-{system}"
     (run / "scores").mkdir(parents=True)
     (run / "hyp").mkdir()
@@ -35,7 +36,7 @@ def record(records: Path, system: str, hyps: list[str], *, monotone_tau: float =
     (run / "scores" / "valid.json").write_text(json.dumps({"bleu": 41.0, "chrf": 61.0}))
     data = {"reordering_vs_oracle": {"test": {"monotone": {"corpus_tau": monotone_tau},
                                               "reorderer": {"corpus_tau": reorderer_tau, "corpus_frs": 0.79}}},
-            "reorderer": {"config": {"max_span": 64}}}
+            "reorderer": {"config": reorderer_config or {"max_span": 64}}}
     provenance = {"data": data, "bleu_py_config": {"train_lines": 0, "test_lines": len(REFS),
                                                     "reorder_args": reorder_args}}
     rr.export_run(run, records, rr.RunKey("ja-en", system, 1), tag, provenance)
@@ -60,6 +61,21 @@ def test_two_campaigns_runs_are_tested_against_each_other_with_what_differs(tmp_
     assert "| ja-en | rope | 1 |" in printed.out and "0.8370 / 0.7900 → 0.8350 / 0.7900" in printed.out
     assert "reorder_args: '' → '--kind neural'" in printed.out
     assert "ja-en input.seed1: no record in both directories" in printed.err
+
+
+def test_runs_whose_data_differ_in_other_ways_each_show_theirs(tmp_path, capsys):
+    data = corpus(tmp_path / "data")
+    for system in ("rope", "input"):
+        record(tmp_path / "linear", system, REFS)
+    record(tmp_path / "neural", "rope", REFS, reorder_args="--kind neural")
+    record(tmp_path / "neural", "input", REFS, reorder_args="--kind neural", reorderer_config={"max_span": 32})
+    rc = compare_records.main([str(tmp_path / "linear"), str(tmp_path / "neural"), "--pairs", "ja-en", "--systems",
+                               "rope,input", "--data", str(data), "--bs-samples", "100", "--ar-trials", "100"])
+    assert rc == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "ja-en rope seed 1: data differ in: bleu.py reorder_args: '' → '--kind neural'." in lines
+    assert ("ja-en input seed 1: data differ in: bleu.py reorder_args: '' → '--kind neural'; "
+            "reorderer max_span: 64 → 32.") in lines
 
 
 @pytest.mark.parametrize("change, message", [
