@@ -84,7 +84,11 @@ def terminal_scores(chunk: np.ndarray, max_span: int) -> np.ndarray:
 
 
 def monotone_scores(chunk: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """What the monotone order scores per sentence: the positive chunk scores of all its neighbours."""
+    """What the monotone order scores per sentence: the positive chunk scores of all its neighbours (the straight
+    run cut into terminals at every negative one). A terminal holds at most max_span words, so in a sentence longer
+    than the chart's max_span a run of max_span or more positive neighbours must be cut and this is an upper bound
+    of what the chart gives the monotone order: the fallback compares the model's order with it, erring towards
+    monotone."""
     k = np.arange(chunk.shape[1])[None, :]
     inside = (k >= 1) & (k < lengths[:, None])
     return np.where(inside, np.maximum(chunk, 0.0), 0.0).sum(axis=1)
