@@ -2,8 +2,8 @@
 # The GPU check of xlpos in one command, for a machine with one GPU and no network, in under 8 minutes:
 #   1. tests/test_gpu.py (pytest -m gpu): fp16 and bf16 training steps of every mode, beam search batched vs
 #      one sentence at a time on CUDA, --xl-integration none == vanilla on CUDA;
-#   2. Tanaka Ja=>En, vanilla and XL input (gated), benchmarks/bleu.py's small model for $BLEU_UPDATES updates
-#      (~20 epochs), dev and test BLEU (1 and 2 run at the same time: neither is timed);
+#   2. Tanaka Ja=>En, vanilla and XL input (the default fusion, tanh), benchmarks/bleu.py's small model for
+#      $BLEU_UPDATES updates (~20 epochs), dev and test BLEU (1 and 2 run at the same time: neither is timed);
 #   3. then alone: the end-to-end fairseq-train throughput of every XL mode against vanilla at Transformer-base
 #      size with --fp16 (benchmarks/train_throughput.py, alternating rounds), beside the in-process ratio;
 # and prints one summary table (also to $OUT/gpu_check_summary.txt when OUT is set, with the JSON figures).
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 WORK=${XLPOS_GPU_WORK:-work/gpu-check}
 BLEU_UPDATES=${BLEU_UPDATES:-3000}
-TP_MODES=${TP_MODES:-none,input:gated,input:sum,head,rope}
+TP_MODES=${TP_MODES:-none,input:tanh,input:sum,head,rope}
 TP_UPDATES=${TP_UPDATES:-150}
 TP_ROUNDS=${TP_ROUNDS:-2}
 TP_SIZE=${TP_SIZE:-base}

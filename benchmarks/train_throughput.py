@@ -58,7 +58,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 from process_tree import tree_cpu_seconds  # noqa: E402
 
-MODES = ("vanilla", "none", "input:gated", "input:sum", "head", "rope")
+MODES = ("vanilla", "none", "input:tanh", "input:gated", "input:sum", "head", "rope")
 
 # Model sizes.  small = benchmarks/bleu.py's configuration; base = Transformer base (Vaswani et al.), what the
 # GPU check measures; tiny = a model so cheap that Python-side costs weigh most, as they do on a fast GPU.

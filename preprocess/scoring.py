@@ -20,7 +20,8 @@ from .io import InputError, atomic_output, check_same_length, declare_files, int
 
 def read_hypotheses(generate_output: str, expected: int) -> list[str]:
     """The best hypothesis (H-<id> lines, pieces) per input id of fairseq-generate's output, in input order.
-    Every id 0..expected-1 must be there: fairseq drops inputs silently in some settings (#5036)."""
+    Every id 0..expected-1 must be there: fairseq drops inputs silently in some settings
+    (facebookresearch/fairseq#5036)."""
     hyps: dict[int, str] = {}
     for line in read_lines(generate_output):
         if line.startswith("H-"):

@@ -52,8 +52,9 @@ class TrainOptions:
             "--max-tokens", str(self.max_tokens),
             *(["--update-freq", str(self.update_freq)] if self.update_freq != 1 else []),
             *(["--max-update", str(self.max_update)] if self.max_update else []),
-            # fairseq 0.12 drops the last batch when its size is not a multiple of this (default 8; fairseq issue
-            # #5036): in training the longest sentences, in generation sentences without a translation
+            # fairseq 0.12 drops the last batch when its size is not a multiple of this (default 8;
+            # facebookresearch/fairseq#5036): in training the longest sentences, in generation sentences without a
+            # translation
             "--required-batch-size-multiple", "1",
         ]
 

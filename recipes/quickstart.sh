@@ -3,7 +3,7 @@
 # nested reordering, word alignment, the BTG reorderer, sentencepiece, XL positions, then a vanilla Transformer
 # and the XL systems (InXL, HeadXL) trained with the same update budget, decoded, and scored with sacreBLEU.
 #
-#   bash recipes/quickstart.sh                       # ~6 min on 2 idle CPU cores; uses a GPU when there is one
+#   bash recipes/quickstart.sh                       # about 10 min on 2 idle CPU cores; uses a GPU when there is one
 #   DATA=/path/to/corpus bash recipes/quickstart.sh  # your own tokenized train/valid/test.{src,tgt}
 #   WORK=/tmp/qs SYSTEMS="baseline xl-input xl-head xl-rope" MAX_UPDATE=2000 bash recipes/quickstart.sh
 #

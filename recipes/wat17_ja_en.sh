@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# WAT17 ASPEC Japanese <-> English (the paper's Ja => En task): Transformer-base or -big, with and without XL
-# positions.
+# WAT17 ASPEC Japanese <-> English: Transformer-base or -big, with and without XL positions.
 #
 #   ASPEC_DIR=/path/to/ASPEC/ASPEC-JE bash recipes/wat17_ja_en.sh          # Ja => En, Transformer-base
 #   ASPEC_DIR=... DIRECTION=en-ja SIZE=big bash recipes/wat17_ja_en.sh
