@@ -15,6 +15,7 @@ from fairseq.trainer import Trainer
 
 import xlpos  # noqa: F401  (registers the task and the model)
 from conftest import PLUGIN_DIR, run_cli, tiny_model_args
+from xlpos.models.transformer_xlpos import XL_FUSIONS
 from test_models import (  # the CPU tests' models and data, so both devices check the same things
     ORDERS,
     batch,
@@ -33,7 +34,8 @@ pytestmark = [
                               "none"),
 ]
 
-MODES = [("none", None), ("input", "sum"), ("input", "gated"), ("head", None), ("rope", None)]
+# every integration, and InXL with every fusion (tanh: the default)
+MODES = [("none", None), *(("input", f) for f in XL_FUSIONS), ("head", None), ("rope", None)]
 HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # First-step loss of a half-precision model against the float32 one from the same weights and batch: bfloat16
 # keeps 8 bits of mantissa, float16 11, so their rounding differs by about 8x.
