@@ -335,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             "significance": pair_significance(pair, runs, cfg, compare, args),
             "pooled_buckets": seed_pooled_buckets(spec, runs, pair.eval_sets["test"].refs,
                                                   stored_hypotheses(pair, cfg),
-                                                  {seed: pair.info["test_sentences"] for seed in map(str, seeds)})}
+                                                  {seed: pair.info["test_sentences"] for seed in map(str, seeds)},
+                                                  compare)}
         results["machine"] = machine_info()
         results["wall_seconds_this_run"] = round(time.time() - started, 1)
         write_json(Path(args.out), results)  # after every pair, so a long run shows progress

@@ -118,10 +118,11 @@ def stored_hypotheses(pair: PreparedPair, cfg: TrainConfig) -> Callable[[str, st
 
 
 def seed_pooled_buckets(spec: PairSpec, runs: dict, refs: list[str], hypotheses: Callable[[str, str], list[str] | None],
-                        figures: dict[str, dict | None]) -> dict | None:
+                        figures: dict[str, dict | None], compare: Sequence[tuple[str, str]] = ()) -> dict | None:
     """Test BLEU by length and reordering bucket with every seed's sentences pooled, and a bootstrap band
-    (buckets.pooled_bucket_bleu). figures: seed -> its data replica's "test_sentences" (pair info). None when a
-    replica lacks them (records made before) or no run stored its hypotheses."""
+    (buckets.pooled_bucket_bleu); per bucket also the difference of every pair that significance_tests tests.
+    figures: seed -> its data replica's "test_sentences" (pair info). None when a replica lacks them (records made
+    before) or no run stored its hypotheses."""
     items: dict = {}
     for system, by_seed in runs.items():
         if system.endswith(ORACLE_SUFFIX):  # evaluated on valid only
@@ -134,7 +135,8 @@ def seed_pooled_buckets(spec: PairSpec, runs: dict, refs: list[str], hypotheses:
         return None
     used = {seed for by_seed in items.values() for seed in by_seed}
     return pooled_bucket_bleu(items, {x: figures[x]["source_words"] for x in used},
-                              {x: figures[x]["reorderer_tau"] for x in used}, spec.bleu_tokenize)
+                              {x: figures[x]["reorderer_tau"] for x in used}, spec.bleu_tokenize,
+                              compare=significance_pairs(list(items), compare))
 
 
 def significance_tests(spec: PairSpec, runs: dict, refs: list[str], compare: Sequence[tuple[str, str]],
@@ -222,7 +224,8 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
             "summary": pair_summary(runs),
             "significance": significance_tests(spec, runs, refs, compare, args, hypotheses, None),
             "pooled_buckets": seed_pooled_buckets(
-                spec, runs, refs, hypotheses, {seed: (d or {}).get("test_sentences") for seed, d in by_seed.items()})}
+                spec, runs, refs, hypotheses, {seed: (d or {}).get("test_sentences") for seed, d in by_seed.items()},
+                compare)}
 
 
 MAKING_FIGURES = ("reorderer", "reordering_vs_oracle")  # what tells two makings of a replica apart, in the results

@@ -1,5 +1,6 @@
 """The BLEU benchmark's report (benchmarks/bleu.py): its results as the README's Markdown tables (systems,
-significance, contrastive positions, data replicas) and as the table printed at the end of a run.
+significance, differences by reordering bucket, contrastive positions, data replicas) and as the table printed at
+the end of a run.
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def markdown_table(results: dict) -> str:
             lines.append(f"| {pair_name} | {system} | {seeds} | {cell(test, 'bleu')} | "
                          f"{'–' if delta is None else f'{delta:+.2f}'} | {p_cell} | {ci_cell} | {cell(test, 'chrf')} | "
                          f"{cell(test, 'ribes')} | {dev} | {oracle} | {cell(entry, 'attention_aer')} |")
-    lines += significance_markdown(results) + contrast_markdown(results) + replica_markdown(results)
+    lines += (significance_markdown(results) + reordering_delta_markdown(results) + contrast_markdown(results)
+              + replica_markdown(results))
     for pair_name, pair in results["pairs"].items():
         if pair.get("eflomal_vs_gold"):
             lines += ["", f"{pair_name}: eflomal's alignment of test (grow-diag-final-and; the silver standard of the "
@@ -95,6 +97,30 @@ def significance_markdown(results: dict) -> list[str]:
         p_chrf, _ = significance_cells(r, "chrF")
         lines.append(f"| {pair_name} | {r['system']} | {r['baseline']} | {seeds} | {deltas['BLEU']} | {p_bleu} | "
                      f"{ci_bleu} | {deltas['chrF']} | {p_chrf} |")
+    return lines
+
+
+def reordering_delta_markdown(results: dict) -> list[str]:
+    """Per pair, each tested difference by how much the reorderer moves a sentence (buckets.pooled_bucket_bleu)."""
+    lines = []
+    for pair_name, pair in results["pairs"].items():
+        pooled = (pair.get("pooled_buckets") or {}).get("reordering") or {}
+        deltas = pooled.get("deltas") or []
+        if not deltas:
+            continue
+        widest = max(deltas, key=lambda d: len(d["seeds"]))
+        labels = [f"{label} ({cell['sentences'] if cell else 0})" for label, cell in zip(pooled["labels"],
+                                                                                        widest["cells"])]
+        if not lines:
+            lines += ["", "Δ test BLEU by how much the reorderer moves a sentence (Kendall tau of its order against "
+                      "the source order; every seed's test sentences pooled, each in the bucket of its own data "
+                      "replica's reorderer; sentences per bucket in brackets; a 95% paired bootstrap band of the "
+                      "difference after each Δ):"]
+        lines += ["", f"| {pair_name}: system | baseline | seeds | " + " | ".join(labels) + " |",
+                  "|---|---|---|" + "---|" * len(labels)]
+        for d in deltas:
+            cells = [f"{c['delta']:+.2f} ({c['low']:+.2f}..{c['high']:+.2f})" if c else "–" for c in d["cells"]]
+            lines.append(f"| {d['system']} | {d['baseline']} | {','.join(d['seeds'])} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -3,7 +3,8 @@
 Per run: corpus BLEU of each bucket of one test set (bucket_bleu). Over seeds (pooled_bucket_bleu): every seed's
 test sentences pooled into one set per system, each sentence in the bucket of its own seed's data replica (whose
 reorderer moved it), with a bootstrap confidence band (resampling the pooled sentences of a bucket, as sacreBLEU's
-paired bootstrap resamples a test set: its per-sentence statistics summed).
+paired bootstrap resamples a test set: its per-sentence statistics summed), and the difference between a system and
+its baseline per bucket, with a paired band (the same resampled sentences for both).
 """
 from __future__ import annotations
 
@@ -105,14 +106,18 @@ def bucket_bleu(hyps: Sequence[str], refs: Sequence[str], of: Sequence[int], n: 
 
 def pooled_bucket_bleu(items: dict[str, dict[str, tuple[list[str], list[str]]]], lengths: dict[str, list[int]],
                        taus: dict[str, list[float]], tokenize: str, samples: int = 1000, seed: int = 12345,
-                       n_length: int = 4, n_reorder: int = 4) -> dict:
-    """BLEU per bucket of the seed-pooled test sets, with a bootstrap 95% band.
+                       n_length: int = 4, n_reorder: int = 4, compare: Sequence[tuple[str, str]] = ()) -> dict:
+    """BLEU per bucket of the seed-pooled test sets, with a bootstrap 95% band; and per bucket the difference of
+    each `compare` pair (system, baseline), with a paired bootstrap band.
 
     items: system -> seed -> (hypotheses, references); lengths/taus: seed -> per-sentence source length and
     reorderer tau of that seed's data replica (the lengths are the same in every replica, the taus are not).
     Bucket edges come from all seeds' sentences together, so a sentence's bucket depends on its own replica's
-    reorderer; a system and its baseline of the same seed share the buckets. Returns {"method", "length"|"reordering":
-    {"labels", "systems": {system: [{"bleu", "low", "high", "sentences", "seeds"} or None per bucket]}}}.
+    reorderer; a system and its baseline of the same seed share the buckets. A difference pools the seeds both
+    systems have and resamples the same sentences for both (as sacreBLEU's paired bootstrap does a test set), so
+    the band is of the difference, not two bands side by side. Returns {"method", "length"|"reordering":
+    {"labels", "systems": {system: [{"bleu", "low", "high", "sentences", "seeds"} or None per bucket]},
+    "deltas": [{"system", "baseline", "seeds", "cells": [{"delta", "low", "high", "sentences"} or None]}]}}.
     """
     import numpy as np
     from sacrebleu.metrics import BLEU
@@ -129,32 +134,67 @@ def pooled_bucket_bleu(items: dict[str, dict[str, tuple[list[str], list[str]]]],
         start[s] = offset
         offset += len(lengths[s])
     metric = BLEU(tokenize=tokenize, force=tokenize == "none")
+
+    def score(stats) -> float:
+        return metric._compute_score_from_stats(stats).score
+
+    def band(values: list[float]) -> tuple[float, float]:
+        values = sorted(values)
+        return round(values[int(0.025 * samples)], 2), round(values[min(samples - 1, int(0.975 * samples))], 2)
+
+    statistics = {system: {s: metric._extract_corpus_statistics(*_checked(system, s, pair, len(lengths[s])))
+                           for s, pair in by_seed.items()} for system, by_seed in items.items()}
     rng = np.random.default_rng(seed)
+    delta_rng = np.random.default_rng(seed + 1)  # its own stream: adding a pair leaves every system's band as it was
     out: dict = {"method": f"seed-pooled test sentences; corpus BLEU per bucket; 95% band: 2.5th..97.5th percentile "
-                           f"of {samples} bootstrap resamples of the bucket's pooled sentences (sacreBLEU statistics)"}
+                           f"of {samples} bootstrap resamples of the bucket's pooled sentences (sacreBLEU statistics); "
+                           f"a difference resamples the same sentences for the system and its baseline"}
     for kind, of, labels in (("length", spec.length_of, spec.length_labels),
                              ("reordering", spec.reorder_of, spec.reorder_labels)):
+        def rows(system: str, k: int, among: Sequence[str]) -> np.ndarray:
+            """The statistics of the system's sentences in bucket k, of the seeds `among`, in pooled order."""
+            by_seed = statistics[system]
+            found = [row for s in among if s in by_seed for i, row in enumerate(by_seed[s]) if of[start[s] + i] == k]
+            return np.array(found, dtype=np.int64) if found else np.zeros((0, 0), dtype=np.int64)
+
         systems: dict = {}
         for system, by_seed in items.items():
-            stats = {k: [] for k in range(len(labels))}
-            for s, (hyps, refs) in by_seed.items():
-                if len(hyps) != len(lengths[s]) or len(refs) != len(hyps):
-                    raise ValueError(f"{system} seed {s}: {len(hyps)} hypotheses, {len(refs)} references, "
-                                     f"{len(lengths[s])} test sentences")
-                for i, row in enumerate(metric._extract_corpus_statistics(hyps, [refs])):
-                    stats[of[start[s] + i]].append(row)
             cells = []
             for k in range(len(labels)):
-                if not stats[k]:
+                matrix = rows(system, k, seeds)
+                if not len(matrix):
                     cells.append(None)
                     continue
-                matrix = np.array(stats[k], dtype=np.int64)
                 draws = rng.integers(0, len(matrix), size=(samples, len(matrix)))
-                scores = sorted(metric._compute_score_from_stats(matrix[d].sum(0)).score for d in draws)
-                cells.append({"bleu": round(metric._compute_score_from_stats(matrix.sum(0)).score, 2),
-                              "low": round(scores[int(0.025 * samples)], 2),
-                              "high": round(scores[min(samples - 1, int(0.975 * samples))], 2),
+                low, high = band([score(matrix[d].sum(0)) for d in draws])
+                cells.append({"bleu": round(score(matrix.sum(0)), 2), "low": low, "high": high,
                               "sentences": len(matrix), "seeds": len(by_seed)})
             systems[system] = cells
-        out[kind] = {"labels": labels, "systems": systems}
+        deltas = []
+        for system, baseline in compare:
+            shared = [s for s in seeds if s in items.get(system, {}) and s in items.get(baseline, {})]
+            if not shared:
+                continue
+            cells = []
+            for k in range(len(labels)):
+                a, b = rows(system, k, shared), rows(baseline, k, shared)
+                if not len(a):
+                    cells.append(None)
+                    continue
+                draws = delta_rng.integers(0, len(a), size=(samples, len(a)))
+                low, high = band([score(a[d].sum(0)) - score(b[d].sum(0)) for d in draws])
+                cells.append({"delta": round(score(a.sum(0)) - score(b.sum(0)), 2), "low": low, "high": high,
+                              "sentences": len(a)})
+            deltas.append({"system": system, "baseline": baseline, "seeds": shared, "cells": cells})
+        out[kind] = {"labels": labels, "systems": systems, "deltas": deltas}
     return out
+
+
+def _checked(system: str, seed: str, pair: tuple[list[str], list[str]], sentences: int
+             ) -> tuple[list[str], list[list[str]]]:
+    """(hypotheses, [references]) of one run, after checking both cover the seed's test sentences."""
+    hyps, refs = pair
+    if len(hyps) != sentences or len(refs) != len(hyps):
+        raise ValueError(f"{system} seed {seed}: {len(hyps)} hypotheses, {len(refs)} references, "
+                         f"{sentences} test sentences")
+    return hyps, [refs]

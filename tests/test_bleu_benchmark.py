@@ -326,6 +326,48 @@ def test_seed_pooled_buckets_follow_each_replica_and_carry_a_band() -> None:
         buckets.pooled_bucket_bleu(items, lengths, {"1": taus["1"]}, "none", samples=10)
 
 
+def test_bucket_differences_are_paired_and_pool_only_shared_seeds() -> None:
+    items, lengths, taus = pooled_example()
+    plain = buckets.pooled_bucket_bleu(items, lengths, taus, "none", samples=200)
+    pooled = buckets.pooled_bucket_bleu(items, lengths, taus, "none", samples=200, compare=[("input", "vanilla")])
+    for kind in ("length", "reordering"):
+        assert pooled[kind]["systems"] == plain[kind]["systems"]  # a difference leaves the systems' bands alone
+    [delta] = pooled["reordering"]["deltas"]
+    assert (delta["system"], delta["baseline"], delta["seeds"]) == ("input", "vanilla", ["1", "2"])
+    # seed 2's moved sentences: input all wrong, vanilla perfect, so every resample differs by exactly -100;
+    # seed 1's unmoved ones: both perfect. Two bands side by side would not be a point.
+    assert all(c["delta"] == c["low"] == c["high"] == -100.0 for c in delta["cells"][:-1])
+    assert delta["cells"][-1] == {"delta": 0.0, "low": 0.0, "high": 0.0, "sentences": 8}
+    # a system that translates as its baseline does differs by 0 on every paired resample, however wide their bands
+    mixed = {seed: ([h if k % 2 else r for k, (h, r) in enumerate(zip(items["input"]["2"][0], refs))], refs)
+             for seed, (_, refs) in items["vanilla"].items()}
+    same = buckets.pooled_bucket_bleu({"a": mixed, "b": dict(mixed)}, lengths, taus, "none", samples=200,
+                                      compare=[("a", "b")])["length"]
+    assert any(c["high"] - c["low"] > 10 for c in same["systems"]["a"])
+    assert all(c["low"] == c["high"] == 0.0 for c in same["deltas"][0]["cells"])
+    # a seed only one of the two systems has is left out of their difference
+    items["input"]["3"] = items["input"]["1"]
+    lengths["3"], taus["3"] = lengths["1"], [0.1] * 8
+    [delta] = buckets.pooled_bucket_bleu(items, lengths, taus, "none", samples=50,
+                                         compare=[("input", "vanilla")])["reordering"]["deltas"]
+    assert delta["seeds"] == ["1", "2"] and sum(c["sentences"] for c in delta["cells"] if c) == 16
+
+
+def test_reordering_differences_in_the_markdown() -> None:
+    items, lengths, taus = pooled_example()
+    runs = {system: {seed: {} for seed in by_seed} for system, by_seed in items.items()}
+    figures = {seed: {"source_words": lengths[seed], "reorderer_tau": taus[seed]} for seed in ("1", "2")}
+    pooled = bleu_evidence.seed_pooled_buckets(PAIRS["ja-en"], runs, items["vanilla"]["1"][1],
+                                               lambda system, seed: items[system][seed][0], figures)
+    # the pairs significance_tests tests: input against vanilla
+    assert [(d["system"], d["baseline"]) for d in pooled["reordering"]["deltas"]] == [("input", "vanilla")]
+    lines = bleu_report.reordering_delta_markdown({"pairs": {"ja-en": {"pooled_buckets": pooled}}})
+    row = next(line for line in lines if line.startswith("| input | vanilla |"))
+    assert row.endswith("| +0.00 (+0.00..+0.00) |") and row.count("-100.00 (-100.00..-100.00)") == 3
+    assert "not moved (8)" in next(line for line in lines if line.startswith("| ja-en: system"))
+    assert bleu_report.reordering_delta_markdown({"pairs": {"ja-en": {"pooled_buckets": None}}}) == []
+
+
 def test_seed_pooled_buckets_need_each_replicas_figures() -> None:
     items, lengths, taus = pooled_example()
     runs = {system: {seed: {} for seed in by_seed} for system, by_seed in items.items()}
