@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     p.add_argument("--max-update", type=int, default=defaults.max_update,
                    help=f"updates per system (default {defaults.max_update}, ~10-15 min on 2 CPU cores)")
+    p.add_argument("--curve-every", type=int, default=0, metavar="N",
+                   help="keep a checkpoint every N updates and score dev with each: where the dev curve flattens "
+                        "(0: none, default; the training itself is the same, so it is not part of the runs' "
+                        "configuration tag, and a run trained without it has its final dev score only)")
     p.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     p.add_argument("--lr", type=float, default=defaults.lr)
     p.add_argument("--warmup-updates", type=int, default=0, help="0: max-update / 5, at most 4000")
@@ -260,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = parse_extra_sets(args, pairs)
     if args.jobs < 1:
         raise SystemExit("--jobs must be at least 1")
+    if args.curve_every < 0:
+        raise SystemExit("--curve-every must be 0 (no curve) or a positive number of updates")
     if args.threads:
         # inherited by every fairseq child process
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
@@ -278,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {},
         "config": {"train": {**asdict(cfg), "warmup": cfg.warmup, "fairseq_args": cfg.fairseq_args(),
                              "checkpoint": "checkpoint_last.pt (no validation during training)",
+                             "dev_curve_every": args.curve_every or None,
                              "decoding": f"beam {cfg.beam}, lenpen {cfg.lenpen}, max len 2*src+10"},
                    "pairs": pairs, "systems": all_systems, "seeds": seeds, "train_lines": args.train_lines,
                    "test_lines": args.test_lines, "spm_vocab": args.spm_vocab,

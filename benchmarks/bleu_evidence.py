@@ -18,7 +18,7 @@ from xlpos_prep.systems import ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, R
 
 import run_records
 from bleu_corpus import PairSpec, PreparedPair, test_references
-from bleu_runs import TrainConfig, attention_entry
+from bleu_runs import CURVE_DIR, TrainConfig, attention_entry, curve_points
 from buckets import pooled_bucket_bleu
 
 
@@ -188,7 +188,7 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                 log(f"--no-train: {spec.name} {system} seed {seed} has no record in {args.records}; left out")
                 continue
             record = run_records.read_record(args.records, key, cfg.tag())
-            evals, attention = {}, None
+            evals, attention, curve = {}, None, {}
             for rel, obj in record["files"].items():
                 folder, name = rel.split("/", 1)
                 if folder == "scores":
@@ -196,8 +196,11 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                     evals["extra:" + stem[len("extra_"):] if stem.startswith("extra_") else stem] = obj
                 elif rel == f"attention/test.layer{args.attention_layer}.json":
                     attention = attention_entry(spec, obj)
+                elif folder == CURVE_DIR:
+                    curve[name] = obj
             runs.setdefault(system, {})[str(seed)] = {"train": record["train"], "eval": evals,
-                                                      **({"attention": attention} if attention else {})}
+                                                      **({"attention": attention} if attention else {}),
+                                                      **({"curve": curve_points(curve)} if curve else {})}
             data.setdefault(str(seed), []).append((system, record["provenance"].get("data")))
 
     def hypotheses(name: str, seed: str) -> list[str] | None:

@@ -1,6 +1,6 @@
 """The BLEU benchmark's report (benchmarks/bleu.py): its results as the README's Markdown tables (systems,
-significance, differences by reordering bucket, contrastive positions, data replicas) and as the table printed at
-the end of a run.
+significance, differences by reordering bucket, contrastive positions, dev curves, data replicas) and as the table
+printed at the end of a run.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def markdown_table(results: dict) -> str:
                          f"{'–' if delta is None else f'{delta:+.2f}'} | {p_cell} | {ci_cell} | {cell(test, 'chrf')} | "
                          f"{cell(test, 'ribes')} | {dev} | {oracle} | {cell(entry, 'attention_aer')} |")
     lines += (significance_markdown(results) + reordering_delta_markdown(results) + contrast_markdown(results)
-              + replica_markdown(results))
+              + curve_markdown(results) + replica_markdown(results))
     for pair_name, pair in results["pairs"].items():
         if pair.get("eflomal_vs_gold"):
             lines += ["", f"{pair_name}: eflomal's alignment of test (grow-diag-final-and; the silver standard of the "
@@ -139,6 +139,25 @@ def contrast_markdown(results: dict) -> list[str]:
         cells = [f"{entry[n]['bleu']['mean']:.2f} ({entry['contrast_drop_bleu'][n]:+.2f})"
                  if n in entry["contrast_drop_bleu"] else "–" for n in names]
         lines.append(f"| {pair_name} | {system} | {entry['test']['bleu']['mean']:.2f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def curve_markdown(results: dict) -> list[str]:
+    """Dev BLEU of every run that kept a dev curve (--curve-every), one row per system and seed: where it
+    flattens."""
+    rows = [(pair_name, system, seed, {p["updates"]: p["bleu"] for p in run["curve"]})
+            for pair_name, pair in results["pairs"].items() for system, by_seed in pair["runs"].items()
+            for seed, run in by_seed.items() if run.get("curve")]
+    if not rows:
+        return []
+    updates = sorted({u for *_, points in rows for u in points})
+    lines = ["", "Dev BLEU along the training (the checkpoints saved every --curve-every updates; the last column is "
+             "the final checkpoint, the dev BLEU above):", "",
+             "| pair | system | seed | " + " | ".join(f"{u:,}" for u in updates) + " |",
+             "|---|---|---|" + "---|" * len(updates)]
+    for pair_name, system, seed, points in rows:
+        lines.append(f"| {pair_name} | {system} | {seed} | "
+                     + " | ".join(f"{points[u]:.2f}" if u in points else "–" for u in updates) + " |")
     return lines
 
 

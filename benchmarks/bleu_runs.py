@@ -143,9 +143,11 @@ def train_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, a
     write_json(run_dir / "config.json", asdict(cfg))
     resumed = (run_dir / "checkpoint_last.pt").exists()
     # the recipes' fairseq-train of a system (xlpos_prep.systems), with this benchmark's one configuration
+    # --save-interval-updates only saves checkpoints (validation stays off): the training is the same
+    curve = ["--save-interval-updates", str(args.curve_every)] if args.curve_every else []
     cmd = train_command(data_bin, spec, pair.spec.src, pair.spec.tgt, run_dir, [
         *cfg.fairseq_args(), "--seed", str(seed), "--no-epoch-checkpoints", "--disable-validation", "--log-format",
-        "json", "--log-interval", str(args.log_interval), "--no-progress-bar", *device_args()])
+        "json", "--log-interval", str(args.log_interval), "--no-progress-bar", *curve, *device_args()])
     log(f"train {pair.spec.name} {system} seed {seed} ({cfg.max_update} updates)")
     cpu: list[float] = []
     t0 = time.perf_counter()
@@ -168,33 +170,88 @@ def evaluate_system(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig
     score_path = run_dir / "scores" / f"{key}.json"
     if score_path.exists():
         return read_json(score_path)
+    hyps, scores = decode_and_score(pair, system, seed, cfg, eval_set, args, run_dir / "checkpoint_last.pt",
+                                    run_dir / "gen" / f"{key}.txt")
+    write_lines(run_dir / "hyp" / f"{key}.txt", hyps)
+    write_json(score_path, scores)
+    log(f"{pair.spec.name} {system} seed {seed} {eval_set.name}: BLEU {scores['bleu']} chrF {scores['chrf']}"
+        + (f" RIBES {scores['ribes']}" if "ribes" in scores else ""))
+    return scores
+
+
+def decode_and_score(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, eval_set: EvalSet,
+                     args: argparse.Namespace, checkpoint: Path, gen: Path) -> tuple[list[str], dict]:
+    """(detokenized hypotheses, scores) of one checkpoint on one evaluation set; fairseq-generate's output `gen` is
+    kept, so that scoring again decodes nothing."""
     spec = parse_system(system)
     data_bin = eval_set.data_bin
     if spec.oracle:
         if eval_set.name != "valid":
             raise ValueError("oracle systems are evaluated on valid only")
         data_bin = pair.oracle_data_bin
-    gen = run_dir / "gen" / f"{key}.txt"
     seconds = None
     if not step_done([gen]) and not gen.exists():  # (written atomically: runs before the markers left none)
         fairseq_args = (*task_args(spec), "--beam", str(cfg.beam), "--lenpen", str(cfg.lenpen), "--max-len-a", "2",
                         "--max-len-b", "10", "--max-tokens", str(args.gen_max_tokens), "--seed", str(seed),
                         *eval_set.generate_args, *device_args())
-        seconds = Steps().step(f"generate {key}", [gen], lambda: generate(
-            gen, run_dir / "generate.log", data_bin, run_dir / "checkpoint_last.pt", pair.spec.src, pair.spec.tgt,
+        seconds = Steps().step(f"generate {gen.stem}", [gen], lambda: generate(
+            gen, checkpoint.parent / "generate.log", data_bin, checkpoint, pair.spec.src, pair.spec.tgt,
             eval_set.subset, fairseq_args))
     # the recipes' decoding (xlpos-prep translate): best hypotheses in input order -> sentencepiece-decoded words
     _, words = hypothesis_words(gen, len(eval_set.refs), str(pair.root / "spm" / "spm.model"))
     detok = Detokenizer("none" if pair.spec.pretokenized else "moses", pair.spec.tgt)
     hyps = [detok(" ".join(w.split())) for w in words]
-    write_lines(run_dir / "hyp" / f"{key}.txt", hyps)
     ribes = ([w.split() for w in words], eval_set.ref_tokens) if pair.spec.ribes else None
     scores = score_translations(hyps, eval_set.refs, pair.spec.bleu_tokenize, ribes, eval_set.buckets)
     scores["generate_seconds"] = round(seconds, 1) if seconds is not None else None
-    write_json(score_path, scores)
-    log(f"{pair.spec.name} {system} seed {seed} {eval_set.name}: BLEU {scores['bleu']} chrF {scores['chrf']}"
-        + (f" RIBES {scores['ribes']}" if "ribes" in scores else ""))
-    return scores
+    return hyps, scores
+
+
+CURVE_DIR = "curve"  # RUN/curve/valid.uU.json: a run's dev scores along its training (--curve-every)
+INTERVAL_CHECKPOINT = re.compile(r"^checkpoint_\d+_(?P<updates>\d+)\.pt$")  # fairseq's --save-interval-updates
+
+
+def curve_checkpoints(run_dir: Path, every: int, final_updates: int) -> dict[int, Path]:
+    """Update count -> checkpoint of the points of a run's dev curve: the checkpoints fairseq-train saved every
+    `every` updates (--save-interval-updates), and the final one (checkpoint_last.pt) at `final_updates`."""
+    points = {}
+    for path in run_dir.glob("checkpoint_*_*.pt"):
+        m = INTERVAL_CHECKPOINT.match(path.name)
+        if m and int(m["updates"]) % every == 0 and int(m["updates"]) < final_updates:
+            points[int(m["updates"])] = path
+    if (run_dir / "checkpoint_last.pt").exists():
+        points[final_updates] = run_dir / "checkpoint_last.pt"
+    return dict(sorted(points.items()))
+
+
+def dev_curve(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, args: argparse.Namespace,
+              final_updates: int) -> list[dict]:
+    """Dev BLEU and chrF of a run every --curve-every updates ({"updates": U, "bleu": .., "chrf": ..} in order of
+    U), from the checkpoints it saved as it trained; the final point is the run's own valid score. Each point is
+    written to RUN/curve/valid.uU.json (the record keeps them) and is skipped when there."""
+    run_dir = pair.root / "runs" / cfg.tag() / f"{system}.seed{seed}"
+    eval_set = pair.eval_sets["valid"]
+    points = curve_checkpoints(run_dir, args.curve_every, final_updates)
+    if len(points) <= 1 and not list((run_dir / CURVE_DIR).glob("valid.u*.json")):
+        log(f"{pair.spec.name} {system} seed {seed}: no checkpoint every {args.curve_every} updates (trained "
+            f"without --curve-every?): its dev curve is its final score only")
+    for updates, checkpoint in points.items():
+        path = run_dir / CURVE_DIR / f"valid.u{updates}.json"
+        if path.exists():
+            continue
+        if updates == final_updates:
+            scores = evaluate_system(pair, system, seed, cfg, eval_set, args)
+        else:
+            _, scores = decode_and_score(pair, system, seed, cfg, eval_set, args, checkpoint,
+                                         run_dir / "gen" / CURVE_DIR / f"valid.u{updates}.txt")
+            log(f"{pair.spec.name} {system} seed {seed} valid after {updates} updates: BLEU {scores['bleu']}")
+        write_json(path, {"updates": updates, "bleu": scores["bleu"], "chrf": scores["chrf"]})
+    return curve_points({p.name: read_json(p) for p in (run_dir / CURVE_DIR).glob("valid.u*.json")})
+
+
+def curve_points(files: dict[str, dict]) -> list[dict]:
+    """The points of a dev curve from its files (name -> content), in order of updates."""
+    return sorted(files.values(), key=lambda point: point["updates"])
 
 
 def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig,
@@ -225,6 +282,8 @@ def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainCon
         names = [n for n in names if n not in unscored]
     out = {"train": train,
            "eval": {name: evaluate_system(pair, system, seed, cfg, pair.eval_sets[name], args) for name in names}}
+    if args.curve_every:
+        out["curve"] = dev_curve(pair, system, seed, cfg, args, int(train.get("updates") or cfg.max_update))
     if args.attention_aer and not spec.oracle and (checkpoint or attention_path(run_dir, args).exists()):
         out["attention"] = attention_aer(pair, system, seed, cfg, args)
     if args.records and not run_records.has_record(args.records, key):

@@ -2,8 +2,9 @@
 sessions and machines, and tables, significance tests and plots are regenerated without the work directory.
 
 A run directory under the work dir holds a checkpoint (hundreds of MB, never committed) beside small files:
-config.json, train.json, scores/SET.json, attention/*.json and hyp/SET.txt (detokenized hypotheses). A record is
-those small files, nothing else, in a directory of the repository:
+config.json, train.json, scores/SET.json, attention/*.json, curve/valid.uU.json (dev scores along the training,
+with --curve-every) and hyp/SET.txt (detokenized hypotheses). A record is those small files, nothing else, in a
+directory of the repository:
 
     RECORDS/PAIR/SYSTEM.seedN/record.json        train + config + scores + attention + provenance, one JSON
     RECORDS/PAIR/SYSTEM.seedN/hyp/SET.txt.gz     hypotheses of the sets named in HYPOTHESIS_SETS (gzip, mtime 0)
@@ -33,7 +34,7 @@ from typing import Any
 
 RECORD_FORMAT = "xlpos run record v1"
 HYPOTHESIS_SETS = ("test", "valid")
-SMALL_JSON_DIRS = ("scores", "attention")
+SMALL_JSON_DIRS = ("scores", "attention", "curve")
 RUN_NAME = re.compile(r"^(?P<system>[A-Za-z0-9_.@-]+)\.seed(?P<seed>\d+)$")
 
 

@@ -455,7 +455,7 @@ def test_contrast_and_oracle_sets_go_to_models_reading_reorderer_positions(monke
     for name, xl_only in (("valid", False), ("test", False), (bleu_corpus.VALID_ORACLE_POSITIONS, True),
                           ("test@reversed", True)):
         pair.eval_sets[name] = bleu_corpus.EvalSet(name, tmp_path, "test", [], [], None, (), xl_only)
-    args = Namespace(no_train=False, attention_aer=False, records=None)
+    args = Namespace(no_train=False, attention_aer=False, records=None, curve_every=0)
     cfg = bleu_runs.TrainConfig()
 
     def sets(system: str) -> list[str]:
@@ -585,7 +585,7 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     records = tmp_path / "records"
     args = Namespace(no_train=False, attention_aer=False, attention_layer=-1, records=records, train_lines=0,
                      test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, reorder_args="", jackknife=3,
-                     contrast=[], contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100)
+                     contrast=[], contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100, curve_every=0)
 
     def make_pair(root: Path):
         pair = bleu_corpus.PreparedPair(PAIRS["ja-en"], root, root / "bin", root / "oracle-bin",
@@ -643,6 +643,66 @@ def test_records_carry_a_run_to_another_work_directory_and_gather_without_one(mo
     with pytest.raises(Exception, match="made with configuration"):
         bleu_evidence.gather_from_records(PAIRS["ja-en"], ["vanilla"], [1], bleu_runs.TrainConfig(max_update=6), [],
                                           args)
+
+
+def test_dev_curve_scores_every_kept_checkpoint_once_and_travels_in_the_record(monkeypatch, tmp_path: Path) -> None:
+    # --curve-every 4: fairseq-train keeps a checkpoint every 4 updates; dev is scored with each (those of other
+    # intervals left out), the last point is the run's own dev score, a rerun decodes nothing again, and the curve
+    # is recorded and gathered from the record alone
+    cfg = bleu_runs.TrainConfig(max_update=10)
+    records = tmp_path / "records"
+    args = Namespace(no_train=False, attention_aer=False, attention_layer=-1, records=records, train_lines=0,
+                     test_lines=40, spm_vocab=8000, reorder_iterations=0, reorder_lines=0, reorder_args="", jackknife=3,
+                     contrast=[], contrast_window=3, contrast_seed=1, bs_samples=100, ar_trials=100, curve_every=4,
+                     log_interval=25)
+    pair = bleu_corpus.PreparedPair(PAIRS["ja-en"], tmp_path, tmp_path / "bin", tmp_path / "oracle-bin",
+                                    tmp_path / "oracle" / "test.align")
+    pair.eval_sets["valid"] = bleu_corpus.EvalSet("valid", tmp_path, "valid", [], [], None)
+    pair.info = {"data_replica": 1}
+    commands = []
+
+    def fake_fairseq_train(cmd, log_path, cpu_seconds=None):
+        commands.append([str(c) for c in cmd])
+        run_dir = Path(log_path).parent
+        for name in ("checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_2_6.pt", "checkpoint_2_8.pt",
+                     "checkpoint_last.pt"):
+            (run_dir / name).write_bytes(b"weights")
+        Path(log_path).write_text('x | train | {"epoch": 2, "train_loss": "3.0", "train_nll_loss": "2.0", '
+                                  '"train_num_updates": "10"}\n')
+        if cpu_seconds is not None:
+            cpu_seconds.append(1.0)
+    decoded = []
+
+    def fake_decode(pair, system, seed, cfg, eval_set, args, checkpoint, gen):
+        decoded.append(checkpoint.name)
+        bleu = {"checkpoint_1_4.pt": 20.0, "checkpoint_2_8.pt": 24.0, "checkpoint_last.pt": 25.0}[checkpoint.name]
+        return ["hyp"], {"bleu": bleu, "chrf": bleu + 10}
+    monkeypatch.setattr(bleu_runs, "run_logged", fake_fairseq_train)
+    monkeypatch.setattr(bleu_runs, "decode_and_score", fake_decode)
+    monkeypatch.setattr(bleu_runs, "machine_info", lambda: {"cpu_model": "test"})
+    out = bleu_runs.train_and_evaluate(pair, "vanilla", 1, cfg, args)
+    [train_cmd] = commands
+    assert train_cmd[train_cmd.index("--save-interval-updates") + 1] == "4"
+    expected = [{"updates": 4, "bleu": 20.0, "chrf": 30.0}, {"updates": 8, "bleu": 24.0, "chrf": 34.0},
+                {"updates": 10, "bleu": 25.0, "chrf": 35.0}]
+    assert out["curve"] == expected
+    assert sorted(decoded) == ["checkpoint_1_4.pt", "checkpoint_2_8.pt", "checkpoint_last.pt"]
+    decoded.clear()
+    assert bleu_runs.train_and_evaluate(pair, "vanilla", 1, cfg, args)["curve"] == expected and not decoded
+
+    record = run_records.read_record(records, run_records.RunKey("ja-en", "vanilla", 1))
+    assert record["files"]["curve/valid.u8.json"] == expected[1]
+    monkeypatch.setattr(bleu_evidence, "test_references", lambda spec, args: ["ref"])
+    gathered = bleu_evidence.gather_from_records(PAIRS["ja-en"], ["vanilla"], [1], cfg, [], args)
+    assert gathered["runs"]["vanilla"]["1"]["curve"] == expected
+    table = bleu_report.curve_markdown({"pairs": {"ja-en": gathered}})
+    assert table[-2:] == ["|---|---|---|---|---|---|", "| ja-en | vanilla | 1 | 20.00 | 24.00 | 25.00 |"]
+    assert "| pair | system | seed | 4 | 8 | 10 |" in table
+    # without --curve-every nothing is kept along the way
+    commands.clear()
+    args.curve_every = 0
+    bleu_runs.train_system(pair, "vanilla", 2, cfg, args)
+    assert "--save-interval-updates" not in commands[0]
 
 
 def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> None:
