@@ -18,7 +18,7 @@ from xlpos_prep.systems import ENCFREE_PREFIX, MONOTONE_SUFFIX, ORACLE_SUFFIX, R
 
 import run_records
 from bleu_corpus import PairSpec, PreparedPair, test_references
-from bleu_runs import CURVE_DIR, TrainConfig, attention_entry, curve_points
+from bleu_runs import TrainConfig, attention_entry, curve_points
 from buckets import pooled_bucket_bleu
 
 
@@ -196,7 +196,7 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                     evals["extra:" + stem[len("extra_"):] if stem.startswith("extra_") else stem] = obj
                 elif rel == f"attention/test.layer{args.attention_layer}.json":
                     attention = attention_entry(spec, obj)
-                elif folder == CURVE_DIR:
+                elif folder == run_records.CURVE_DIR:
                     curve[name] = obj
             runs.setdefault(system, {})[str(seed)] = {"train": record["train"], "eval": evals,
                                                       **({"attention": attention} if attention else {}),

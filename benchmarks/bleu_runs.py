@@ -27,7 +27,7 @@ from xlpos_prep.translate import generate, hypothesis_words
 
 import run_records
 from bleu_corpus import REPO, EvalSet, PairSpec, PreparedPair, attention_reference, score_translations
-from run_records import machine_info
+from run_records import CURVE_DIR, machine_info
 
 
 # glibc malloc kept from handing large blocks back to the kernel between batches (inherited by every child). CPU
@@ -207,7 +207,6 @@ def decode_and_score(pair: PreparedPair, system: str, seed: int, cfg: TrainConfi
     return hyps, scores
 
 
-CURVE_DIR = "curve"  # RUN/curve/valid.uU.json: a run's dev scores along its training (--curve-every)
 INTERVAL_CHECKPOINT = re.compile(r"^checkpoint_\d+_(?P<updates>\d+)\.pt$")  # fairseq's --save-interval-updates
 
 

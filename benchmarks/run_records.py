@@ -34,7 +34,8 @@ from typing import Any
 
 RECORD_FORMAT = "xlpos run record v1"
 HYPOTHESIS_SETS = ("test", "valid")
-SMALL_JSON_DIRS = ("scores", "attention", "curve")
+CURVE_DIR = "curve"  # RUN/curve/valid.uU.json: a run's dev scores along its training (bleu.py --curve-every)
+SMALL_JSON_DIRS = ("scores", "attention", CURVE_DIR)
 RUN_NAME = re.compile(r"^(?P<system>[A-Za-z0-9_.@-]+)\.seed(?P<seed>\d+)$")
 
 
