@@ -188,7 +188,7 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                 log(f"--no-train: {spec.name} {system} seed {seed} has no record in {args.records}; left out")
                 continue
             record = run_records.read_record(args.records, key, cfg.tag())
-            evals, attention, curve = {}, None, {}
+            evals, attention, curve = {}, None, []
             for rel, obj in record["files"].items():
                 folder, name = rel.split("/", 1)
                 if folder == "scores":
@@ -197,7 +197,7 @@ def gather_from_records(spec: PairSpec, systems: Sequence[str], seeds: Sequence[
                 elif rel == f"attention/test.layer{args.attention_layer}.json":
                     attention = attention_entry(spec, obj)
                 elif folder == run_records.CURVE_DIR:
-                    curve[name] = obj
+                    curve.append(obj)
             runs.setdefault(system, {})[str(seed)] = {"train": record["train"], "eval": evals,
                                                       **({"attention": attention} if attention else {}),
                                                       **({"curve": curve_points(curve)} if curve else {})}

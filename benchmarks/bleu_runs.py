@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from xlpos_prep.io import log, read_json, read_lines, step_done, write_json, write_lines
 from xlpos_prep.pipeline import Steps, run_logged
@@ -245,12 +245,12 @@ def dev_curve(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig, args
                                          run_dir / "gen" / CURVE_DIR / f"valid.u{updates}.txt")
             log(f"{pair.spec.name} {system} seed {seed} valid after {updates} updates: BLEU {scores['bleu']}")
         write_json(path, {"updates": updates, "bleu": scores["bleu"], "chrf": scores["chrf"]})
-    return curve_points({p.name: read_json(p) for p in (run_dir / CURVE_DIR).glob("valid.u*.json")})
+    return curve_points(read_json(p) for p in (run_dir / CURVE_DIR).glob("valid.u*.json"))
 
 
-def curve_points(files: dict[str, dict]) -> list[dict]:
-    """The points of a dev curve from its files (name -> content), in order of updates."""
-    return sorted(files.values(), key=lambda point: point["updates"])
+def curve_points(points: Iterable[dict]) -> list[dict]:
+    """The points of a dev curve (the contents of its files), in order of updates."""
+    return sorted(points, key=lambda point: point["updates"])
 
 
 def train_and_evaluate(pair: PreparedPair, system: str, seed: int, cfg: TrainConfig,
