@@ -5,6 +5,7 @@ printed at the end of a run.
 from __future__ import annotations
 
 import statistics
+from typing import Sequence
 
 from xlpos_prep import significance
 from xlpos_prep.systems import ORACLE_SUFFIX
@@ -68,6 +69,15 @@ def significance_cells(record: dict | None, metric: str) -> tuple[str, str]:
     return f"≤{p_value(bs)} / ≤{p_value(ar)} ({above}/{len(tests)}{f', {below} below' if below else ''})", ci
 
 
+def delta_cell(values: Sequence[float]) -> str:
+    """The mean of the seed pairs' differences, and each of them when there are several: a mean of three alone
+    hides whether every seed agrees."""
+    if not values:
+        return "–"
+    mean = f"{statistics.fmean(values):+.2f}"
+    return mean if len(values) == 1 else f"{mean} ({', '.join(f'{v:+.2f}' for v in values)})"
+
+
 def p_value(p: float) -> str:
     """Three decimals, or two significant digits below 0.001: approximate randomization's floor with 10,000
     trials is 1/10001, which three decimals would print as 0.000."""
@@ -82,7 +92,9 @@ def significance_markdown(results: dict) -> list[str]:
     lines = ["", "Significance on test (sacreBLEU paired bootstrap, 1000 resamples / approximate randomization, "
              "10000 trials, unless the JSON says otherwise): p-values, the largest over seed pairs; (k/n): seed "
              "pairs significantly above the baseline by both tests at p < 0.05 ('j below': significant the other "
-             "way); * one seed pair, significantly above; (below): significantly below.", "",
+             "way); * one seed pair, significantly above; (below): significantly below. Δ: the mean over seed "
+             "pairs, each seed pair's Δ in brackets (each seed is its own data replica: their spread is the "
+             "replicas' and the training's).", "",
              "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | ± 95% CI of the system's BLEU | "
              "Δ chrF | p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
     for pair_name, r in rows:
@@ -92,7 +104,7 @@ def significance_markdown(results: dict) -> list[str]:
         for metric in ("BLEU", "chrF"):
             values = [next(t["delta"] for t in p["comparison"]["tests"] if t["metric"].startswith(metric))
                       for p in r["seed_pairs"]]
-            deltas[metric] = f"{statistics.fmean(values):+.2f}" if values else "–"
+            deltas[metric] = delta_cell(values)
         p_bleu, ci_bleu = significance_cells(r, "BLEU")
         p_chrf, _ = significance_cells(r, "chrF")
         lines.append(f"| {pair_name} | {r['system']} | {r['baseline']} | {seeds} | {deltas['BLEU']} | {p_bleu} | "

@@ -536,6 +536,10 @@ def test_significance_from_stored_hypotheses(tmp_path: Path) -> None:
     assert " / " in rows["input-monotone"][5] and not rows["input-monotone"][5].endswith("*")
     assert "(" not in rows["input-monotone"][5]
     assert "| ja-en | input | input-monotone | 1 | " in table and "Significance on test" in table
+    # several seed pairs: the mean difference, then each seed pair's, so that a disagreeing seed shows
+    per_seed = [next(t["delta"] for t in p["comparison"]["tests"] if t["metric"] == "BLEU") for p in main["seed_pairs"]]
+    mean = sum(per_seed) / 2
+    assert f"| ja-en | input | vanilla | 1,2 | {mean:+.2f} ({per_seed[0]:+.2f}, {per_seed[1]:+.2f}) |" in table
     printed = significance.format_table(records)
     assert "concat*" in printed and "input-monotone" in printed
 
@@ -557,6 +561,12 @@ def _comparison(*seed_pairs: tuple[float, float, float]) -> dict:
 ])
 def test_a_significance_cell_counts_seed_pairs_above_the_baseline_and_names_those_below(seed_pairs, cell):
     assert bleu_report.significance_cells(_comparison(*seed_pairs), "BLEU") == (cell, "±1.50")
+
+
+def test_a_difference_cell_shows_every_seed_pair_when_there_are_several() -> None:
+    assert bleu_report.delta_cell([-0.75, -0.91]) == "-0.83 (-0.75, -0.91)"
+    assert bleu_report.delta_cell([0.5]) == "+0.50"
+    assert bleu_report.delta_cell([]) == "–"
 
 
 def test_compare_option() -> None:
