@@ -26,7 +26,8 @@ What is done is read from the records alone:
 The alignment cannot be seeded: a replica made again (on another machine, after its work directory went) is
 another making of it, with other oracles, reorderer and positions. `status` and `gather` name every replica whose
 records come from more than one making, with the systems of each, since the paired tests across makings include
-that difference.
+that difference; `run` starts no run of a unit whose records come from another making than its work directory's
+replica (it names them: move them aside to remake the unit, or pass --allow-mixed-making).
 
 `run` starts no run after --hours have passed (runs in progress finish; Ctrl-C stops them, and the finished ones
 keep their records; a stopped run resumes from its last checkpoint next time). With --finish-within it starts only
@@ -213,6 +214,11 @@ def unit_args(bleu_args: Sequence[str], systems: Sequence[str]) -> list[str]:
     return out
 
 
+def results_path(c: Campaign, unit: Unit, work: str, name: str) -> Path:
+    """bleu.py's --out of one invocation of a unit (name: "prepare", or the systems it trains joined by -)."""
+    return Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}-{name}.json"
+
+
 def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, bleu: Path = BLEU,
                  prepare_only: bool = False) -> list[str]:
     # the unit's own data replica (alignment, reorderer): the spread over seeds includes the unseeded alignment's
@@ -221,7 +227,31 @@ def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, bleu: P
             "--seeds", str(unit.seed), "--data-replica", str(unit.seed), "--systems", ",".join(systems),
             "--records", str(c.directory), "--work", work, "--jobs", "1",
             *(["--prepare-only"] if prepare_only else []),
-            "--out", str(Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}-{name}.json")]
+            "--out", str(results_path(c, unit, work, name))]
+
+
+def making_conflict(c: Campaign, unit: Unit, prepared: Path) -> str | None:
+    """Why no further run of `unit` should train in this work directory: its recorded runs were trained on another
+    making of its data replica than the one just prepared here (`prepared`: the preparation's results), so every
+    paired test against them would include the difference of two alignments. None when the makings agree or a side
+    does not say which it is."""
+    if not prepared.exists():
+        return None
+    data = json.loads(prepared.read_text(encoding="utf-8")).get("pairs", {}).get(unit.pair) or {}
+    # both fingerprints of this making: a record from before per-sentence taus were kept has the corpus tau's
+    here = {run_records.replica_making({"provenance": {"data": data}}),
+            run_records.replica_making({"provenance": {"data": {k: v for k, v in data.items()
+                                                                 if k != "test_sentences"}}})} - {None}
+    if not here:
+        return None
+    other = [system for (u, system), record in recorded_runs(c).items()
+             if (u.pair, u.seed) == (unit.pair, unit.seed) and run_records.replica_making(record) not in here | {None}]
+    if not other:
+        return None
+    return (f"{unit.pair} seed {unit.seed}: the records of {', '.join(other)} were trained on another making of data "
+            f"replica {unit.seed} than this work directory holds (the alignment is not seeded, and this one was made "
+            f"again), so no further run of the unit starts: move {', '.join(f'{s}.seed{unit.seed}' for s in other)} "
+            f"out of {c.directory / unit.pair} to remake the whole unit here, or pass --allow-mixed-making")
 
 
 @dataclass(frozen=True)
@@ -296,11 +326,13 @@ def parse_units(c: Campaign, specs: Sequence[str]) -> set[tuple[str, int]]:
 
 
 def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
-                 finish_within: float = float("inf"), only: set[tuple[str, int]] | None = None) -> int:
+                 finish_within: float = float("inf"), only: set[tuple[str, int]] | None = None,
+                 allow_mixed_making: bool = False) -> int:
     """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
     the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs.
     No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours; with
-    `only`, no run of a (pair, seed) outside it."""
+    `only`, no run of a (pair, seed) outside it; unless `allow_mixed_making`, none of a unit whose records come from
+    another making of its data replica than the work directory's (making_conflict)."""
     deadline = time.time() + hours * 3600
     finish_by = time.time() + finish_within * 3600
     kind = run_records.machine_kind(run_records.machine_info()) if finish_within != float("inf") else None
@@ -325,7 +357,7 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
     running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
     logs = Path(work) / "campaign-logs"
     logs.mkdir(parents=True, exist_ok=True)
-    failed = 0
+    failed = refused = 0
     try:
         while running or (pending and not failed):
             waiting = False  # for a replica that another scheduler prepares
@@ -354,7 +386,15 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
             if not running and not waiting:
                 break
             time.sleep(POLL_SECONDS)
+            before = set(prepared)
             failed = failed or reap(running, prepared)
+            for unit in prepared - before:
+                reason = None if allow_mixed_making else making_conflict(
+                    c, unit, results_path(c, unit, work, "prepare"))
+                if reason:
+                    print(f"error: {reason}", file=sys.stderr)
+                    pending = [j for j in pending if j.unit != unit]
+                    refused = 2
     except KeyboardInterrupt:  # the runs got the same Ctrl-C; what finished keeps its record
         for proc in running:
             proc.wait()
@@ -367,7 +407,7 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
               f"(estimates from the latest runs recorded on this kind of machine: "
               + ", ".join(f"{pair} {e.run:.0f} min" for pair, e in left.items()) + ")", file=sys.stderr)
     print("\n".join(status_lines(c)))
-    return 0
+    return refused
 
 
 def gather_command(c: Campaign, rest: list[str]) -> list[str]:
@@ -392,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--unit", action="append", default=[], metavar="PAIR:SEED",
                            help="run only the units of this pair and seed (repeatable): one making of a replica "
                                 "per machine, e.g. one unit per cluster job")
+            s.add_argument("--allow-mixed-making", action="store_true",
+                           help="train the missing runs of a unit even when its recorded runs were trained on "
+                                "another making of its data replica (another machine's alignment)")
             s.add_argument("--bleu", type=Path, default=BLEU,
                            help="the bleu.py to run (default: the one beside this file); a campaign pinned to a "
                                 "commit runs the bleu.py of that commit's worktree")
@@ -409,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.bleu.is_file():
                 raise CampaignError(f"--bleu {args.bleu}: no such file")
             only = parse_units(c, args.unit) if args.unit else None
-            return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within, only)
+            return run_campaign(c, args.work, args.hours, args.jobs, args.bleu, args.finish_within, only,
+                                args.allow_mixed_making)
         for line in mixed_making_lines(recorded_runs(c)):
             print(line, file=sys.stderr)
         return subprocess.run(gather_command(c, rest)).returncode

@@ -32,6 +32,9 @@ with open(work / "campaign-logs" / (Path(opt("--out")).stem + ".lock"), "a") as 
 with open(work / "held.txt", "a") as f:
     f.write(f"{held}\n")
 if "--prepare-only" in args:
+    making = work / "making.json"  # what the preparation says of the replica it made (bleu.py's results)
+    if making.exists():
+        Path(opt("--out")).write_text(json.dumps({"pairs": {opt("--pairs"): json.loads(making.read_text())}}))
     sys.exit(0)
 time.sleep(1.0)  # long beside the scheduler's polling, so that the order of events is fixed
 for system in opt("--systems").split(","):
@@ -329,6 +332,43 @@ def test_a_replica_whose_runs_come_from_two_makings_is_named_with_its_systems(tm
     monkeypatch.setattr(campaign.subprocess, "run", lambda cmd: type("Done", (), {"returncode": 0})())
     assert campaign.main(["gather", str(c)]) == 0
     assert capsys.readouterr().err.strip() == warnings[0]
+
+
+def test_no_run_joins_records_of_another_making_of_the_replica_unless_asked(fake_bleu, capsys):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "rope"]},
+                                       {"pair": "ja-en", "seed": 2, "systems": ["vanilla"]}])
+    work = root / "work"
+    made_there = {"test_sentences": {"reorderer_tau": [0.5, 1.0]}}
+    record_run(c, "ja-en", "vanilla", 1, {"seconds": 60.0}, HERE, "2026-12-06 13:00:00 +0000", data=made_there)
+    # this work directory's replica 1 was made again (another machine): its test sentences moved otherwise
+    (work / "making.json").write_text(json.dumps({"test_sentences": {"reorderer_tau": [0.5, 0.9]}}))
+    assert campaign.main(["run", str(c), "--work", str(work), *bleu]) == 2
+    err = capsys.readouterr().err
+    assert "error: ja-en seed 1: the records of vanilla were trained on another making of data replica 1" in err
+    assert f"move vanilla.seed1 out of {c / 'ja-en'}" in err and "--allow-mixed-making" in err
+    # seed 1 trains nothing; the other unit goes on
+    assert [what(a) for a in calls(work)] == [("ja-en", "rope", "prepare"), ("ja-en", "vanilla", "prepare"),
+                                              ("ja-en", "vanilla", "train")]
+    assert not run_records.has_record(c, run_records.RunKey("ja-en", "rope", 1))
+    assert campaign.main(["run", str(c), "--work", str(work), "--allow-mixed-making", *bleu]) == 0
+    assert run_records.has_record(c, run_records.RunKey("ja-en", "rope", 1))
+
+
+@pytest.mark.parametrize("recorded", [
+    {"test_sentences": {"reorderer_tau": [0.5, 1.0]}},  # the same making
+    {"reordering_vs_oracle": {"test": {"reorderer": {"corpus_tau": 0.84}}}},  # an older record of it: corpus tau
+    {},  # a record that does not say
+])
+def test_records_of_the_same_making_or_that_do_not_say_let_the_unit_go_on(fake_bleu, recorded):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "rope"]}])
+    record_run(c, "ja-en", "vanilla", 1, {"seconds": 60.0}, HERE, "2026-12-06 13:00:00 +0000", data=recorded)
+    (root / "work" / "making.json").write_text(json.dumps({
+        "test_sentences": {"reorderer_tau": [0.5, 1.0]},
+        "reordering_vs_oracle": {"test": {"reorderer": {"corpus_tau": 0.84}}}}))
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 0
+    assert run_records.has_record(c, run_records.RunKey("ja-en", "rope", 1))
 
 
 def test_the_making_of_an_older_record_is_its_corpus_tau_or_unknown():
