@@ -28,6 +28,8 @@ setup(
         "numba",
         "sentencepiece",
         "sacrebleu>=2,<3",
+        # the t-test over seed pairs (xlpos_prep.significance); fairseq installs it already (for scikit-learn)
+        "scipy",
         "sacremoses",
         "nltk",
         "tensorboard",

@@ -94,21 +94,51 @@ def significance_markdown(results: dict) -> list[str]:
              "pairs significantly above the baseline by both tests at p < 0.05 ('j below': significant the other "
              "way); * one seed pair, significantly above; (below): significantly below. Δ: the mean over seed "
              "pairs, each seed pair's Δ in brackets (each seed is its own data replica: their spread is the "
-             "replicas' and the training's).", "",
+             "replicas' and the training's). Over seed pairs: a t-test of those Δ against 0 (three seed pairs or "
+             "more), its 95% interval and p.", "",
              "| pair | system | baseline | seed pairs | Δ BLEU | p BLEU (BS / AR) | ± 95% CI of the system's BLEU | "
-             "Δ chrF | p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|"]
+             "Δ BLEU over seed pairs (p) | Δ chrF | p chrF (BS / AR) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for pair_name, r in rows:
         seeds = ",".join(f"{p['system_seed']}" if p["system_seed"] == p["baseline_seed"] else
                          f"{p['system_seed']}/{p['baseline_seed']}" for p in r["seed_pairs"])
-        deltas = {}
-        for metric in ("BLEU", "chrF"):
-            values = [next(t["delta"] for t in p["comparison"]["tests"] if t["metric"].startswith(metric))
-                      for p in r["seed_pairs"]]
-            deltas[metric] = delta_cell(values)
         p_bleu, ci_bleu = significance_cells(r, "BLEU")
         p_chrf, _ = significance_cells(r, "chrF")
-        lines.append(f"| {pair_name} | {r['system']} | {r['baseline']} | {seeds} | {deltas['BLEU']} | {p_bleu} | "
-                     f"{ci_bleu} | {deltas['chrF']} | {p_chrf} |")
+        bleu, chrf = seed_pair_deltas(r, "BLEU"), seed_pair_deltas(r, "chrF")
+        lines.append(f"| {pair_name} | {r['system']} | {r['baseline']} | {seeds} | {delta_cell(bleu)} | {p_bleu} | "
+                     f"{ci_bleu} | {t_test_cell(bleu)} | {delta_cell(chrf)} | {p_chrf} |")
+    return lines + over_pairs_markdown(rows)
+
+
+def seed_pair_deltas(record: dict, metric: str) -> list[float]:
+    """Each seed pair's difference (system minus baseline) of one significance record."""
+    return [next(t["delta"] for t in p["comparison"]["tests"] if t["metric"].startswith(metric))
+            for p in record["seed_pairs"]]
+
+
+def t_test_cell(differences: Sequence[float]) -> str:
+    """'low..high (p)' of the t-test over seed pairs (significance.seed_pair_t_test), or – below three."""
+    test = significance.seed_pair_t_test(differences)
+    return "–" if test is None else f"{test.low:+.2f}..{test.high:+.2f} ({p_value(test.p)})"
+
+
+def over_pairs_markdown(rows: Sequence[tuple[str, dict]]) -> list[str]:
+    """The t-test over the seed pairs of every language pair together, for each comparison made on several pairs:
+    it assumes one effect in every direction, which the per-pair rows above let a reader check."""
+    by_comparison: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    for pair_name, r in rows:
+        by_comparison.setdefault((r["system"], r["baseline"]), []).append((pair_name, r))
+    shared = {k: v for k, v in by_comparison.items() if len(v) > 1}
+    if not shared:
+        return []
+    lines = ["", "Over the seed pairs of every language pair together (one effect assumed in every direction):", "",
+             "| system | baseline | seed pairs | Δ BLEU | Δ BLEU over seed pairs (p) | Δ chrF | "
+             "Δ chrF over seed pairs (p) |", "|---|---|---|---|---|---|---|"]
+    for (system, baseline), found in shared.items():
+        bleu = [d for _, r in found for d in seed_pair_deltas(r, "BLEU")]
+        chrf = [d for _, r in found for d in seed_pair_deltas(r, "chrF")]
+        pairs = ", ".join(f"{name} {len(r['seed_pairs'])}" for name, r in found)
+        lines.append(f"| {system} | {baseline} | {pairs} | {delta_cell(bleu)} | {t_test_cell(bleu)} | "
+                     f"{delta_cell(chrf)} | {t_test_cell(chrf)} |")
     return lines
 
 

@@ -14,6 +14,11 @@ found in 1/2). The seed-concatenated test set (every seed pair's hypotheses appe
 reported too, as one summary number, but it is anti-conservative: its copies of one sentence are resampled as if
 they were independent sentences, so its p-values are smaller than the data justify. It is labelled as such.
 
+Over seed pairs (seed_pair_t_test): each seed pair's difference is one draw of the whole experiment when each
+seed also remakes its data (as the benchmarks' data replicas do), so a one-sample t-test of those differences
+against zero has the spread between trainings and data makings in it, which every per-seed-pair test leaves out.
+It needs at least three seed pairs and assumes the differences are roughly normal; it is this project's addition.
+
 This module imports neither fairseq nor torch (it lives in the fairseq-free package for that reason).
 
     xlpos-significance --ref test.tgt --baseline vanilla=van.s1.txt,van.s2.txt \
@@ -166,6 +171,36 @@ def pair_seeds(baseline_seeds: Sequence[str], system_seeds: Sequence[str]) -> li
     if common:
         return [(s, s) for s in common]
     return list(zip(baseline_seeds, system_seeds))
+
+
+@dataclass(frozen=True)
+class SeedPairTTest:
+    """One-sample t-test of the seed pairs' differences against zero: their mean, a 95% t-interval, two-sided p."""
+    n: int
+    mean: float
+    low: float
+    high: float
+    p: float
+
+
+def seed_pair_t_test(differences: Sequence[float], level: float = 0.95) -> SeedPairTTest | None:
+    """The t-test of the differences (system minus baseline, one per seed pair); None with fewer than three (one
+    degree of freedom gives an interval too wide to say anything)."""
+    import math
+    import statistics
+
+    from scipy import stats  # installed with fairseq (scikit-learn needs it)
+
+    n = len(differences)
+    if n < 3:
+        return None
+    mean = statistics.fmean(differences)
+    se = statistics.stdev(differences) / math.sqrt(n)
+    if se == 0.0:  # every seed pair alike: the interval is the point
+        return SeedPairTTest(n, mean, mean, mean, 1.0 if mean == 0.0 else 0.0)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
+    p = float(2 * stats.t.sf(abs(mean) / se, n - 1))
+    return SeedPairTTest(n, mean, mean - half, mean + half, p)
 
 
 def compare_over_seeds(baseline_name: str, baseline_runs: Mapping[str, Sequence[str]],

@@ -569,6 +569,36 @@ def test_a_difference_cell_shows_every_seed_pair_when_there_are_several() -> Non
     assert bleu_report.delta_cell([]) == "–"
 
 
+def _seeded_record(system: str, baseline: str, deltas: list[float]) -> dict:
+    """A significance record with one seed pair per difference (BLEU and chrF alike), none significant."""
+    def tests(delta: float) -> list[dict]:
+        return [{"metric": m, "delta": delta, "p_bootstrap": 0.3, "p_randomization": 0.6, "system_ci95": 1.5}
+                for m in ("BLEU", "chrF2")]
+    return {"system": system, "baseline": baseline, "alpha": 0.05,
+            "seed_pairs": [{"system_seed": str(k), "baseline_seed": str(k), "comparison": {"tests": tests(d)}}
+                           for k, d in enumerate(deltas, 1)]}
+
+
+def test_the_significance_table_tests_the_seed_pairs_differences_per_pair_and_over_pairs() -> None:
+    results = {"pairs": {"ja-en": {"significance": [_seeded_record("rope", "rope-monotone", [-0.3, -0.2])]},
+                         "en-ja": {"significance": [_seeded_record("rope", "rope-monotone", [-0.7, -0.9, -0.5]),
+                                                    _seeded_record("rope", "vanilla", [0.5, -0.3, 0.4])]}}}
+    lines = bleu_report.significance_markdown(results)
+    rows = {tuple(line.split(" | ")[:3]): line.split(" | ") for line in lines if line.startswith("| ")}
+    # two seed pairs: no t-test; three: its interval and p, as significance.seed_pair_t_test gives them
+    assert rows[("| ja-en", "rope", "rope-monotone")][7] == "–"
+    test = significance.seed_pair_t_test([-0.7, -0.9, -0.5])
+    assert rows[("| en-ja", "rope", "rope-monotone")][7] == f"{test.low:+.2f}..{test.high:+.2f} ({test.p:.3f})"
+    # over pairs: the one comparison made on both pairs, its five seed pairs together; the other is not there
+    over = [line for line in lines[lines.index("Over the seed pairs of every language pair together (one effect "
+                                               "assumed in every direction):"):] if line.startswith("| rope")]
+    both = significance.seed_pair_t_test([-0.3, -0.2, -0.7, -0.9, -0.5])
+    assert over == [f"| rope | rope-monotone | ja-en 2, en-ja 3 | -0.52 (-0.30, -0.20, -0.70, -0.90, -0.50) | "
+                    f"{both.low:+.2f}..{both.high:+.2f} ({both.p:.3f}) | -0.52 (-0.30, -0.20, -0.70, -0.90, -0.50) | "
+                    f"{both.low:+.2f}..{both.high:+.2f} ({both.p:.3f}) |"]
+    assert both.high < 0  # five agreeing seed pairs: the interval excludes zero
+
+
 def test_compare_option() -> None:
     assert bleu.parse_compare("rope:input", ["input", "rope"]) == ("rope", "input")
     with pytest.raises(ValueError, match="rope-monotone not among --systems"):

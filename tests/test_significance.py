@@ -118,6 +118,20 @@ def test_over_seeds_counts_significant_pairs_and_concatenates() -> None:
     assert "concat*" in table and "BLEU 2/2, chrF2 2/2" in table and "BLEU 1/1" in table
 
 
+def test_the_t_test_over_seed_pairs_matches_the_textbook() -> None:
+    # differences 1, 2, 3: mean 2, standard error 1/sqrt(3); t(2) at 0.975 is 4.3027, t = 3.4641 gives p 0.0742
+    test = sig.seed_pair_t_test([1.0, 2.0, 3.0])
+    assert (test.n, test.mean) == (3, 2.0)
+    assert test.low == pytest.approx(2 - 4.3027 / 3 ** 0.5, abs=1e-4)
+    assert test.high == pytest.approx(2 + 4.3027 / 3 ** 0.5, abs=1e-4)
+    assert test.p == pytest.approx(0.0742, abs=1e-4)
+    assert sig.seed_pair_t_test([-1.0, -2.0, -3.0]).p == pytest.approx(test.p)  # two-sided
+    assert sig.seed_pair_t_test([0.4, -0.2]) is None  # two seed pairs: no test
+    same = sig.seed_pair_t_test([0.5, 0.5, 0.5])
+    assert (same.low, same.high, same.p) == (0.5, 0.5, 0.0)
+    assert sig.seed_pair_t_test([0.0, 0.0, 0.0]).p == 1.0
+
+
 def test_hypothesis_count_must_match() -> None:
     refs = corpus(10)
     with pytest.raises(ValueError, match="sys: 9 hypotheses for 10 references"):
@@ -129,6 +143,7 @@ def test_module_imports_neither_fairseq_nor_torch() -> None:
             "from xlpos_prep import significance as m\n"
             "refs = ['a b c d', 'e f g h']\n"
             "m.paired_tests(refs, {'x': ['a b c', 'e f g h']}, refs, bs_samples=10, ar_trials=10)\n"
+            "m.seed_pair_t_test([0.1, 0.4, -0.2])\n"
             "print(sorted(k for k in sys.modules if k.split('.')[0] in ('fairseq', 'torch', 'xlpos')))\n")
     out = run_cli([sys.executable, "-c", code]).stdout
     assert out.strip() == "[]"
