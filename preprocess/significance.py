@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -175,7 +177,7 @@ def pair_seeds(baseline_seeds: Sequence[str], system_seeds: Sequence[str]) -> li
 
 @dataclass(frozen=True)
 class SeedPairTTest:
-    """One-sample t-test of the seed pairs' differences against zero: their mean, a 95% t-interval, two-sided p."""
+    """One-sample t-test of the seed pairs' differences against zero: their mean, a t-interval, two-sided p."""
     n: int
     mean: float
     low: float
@@ -184,11 +186,8 @@ class SeedPairTTest:
 
 
 def seed_pair_t_test(differences: Sequence[float], level: float = 0.95) -> SeedPairTTest | None:
-    """The t-test of the differences (system minus baseline, one per seed pair); None with fewer than three (one
-    degree of freedom gives an interval too wide to say anything)."""
-    import math
-    import statistics
-
+    """The t-test of the differences (system minus baseline, one per seed pair), its interval at `level`; None with
+    fewer than three (one degree of freedom gives an interval too wide to say anything)."""
     from scipy import stats  # installed with fairseq (scikit-learn needs it)
 
     n = len(differences)
