@@ -238,10 +238,7 @@ def making_conflict(c: Campaign, unit: Unit, prepared: Path) -> str | None:
     if not prepared.exists():
         return None
     data = json.loads(prepared.read_text(encoding="utf-8")).get("pairs", {}).get(unit.pair) or {}
-    # both fingerprints of this making: a record from before per-sentence taus were kept has the corpus tau's
-    here = {run_records.replica_making({"provenance": {"data": data}}),
-            run_records.replica_making({"provenance": {"data": {k: v for k, v in data.items()
-                                                                 if k != "test_sentences"}}})} - {None}
+    here = run_records.making_fingerprints(data)
     if not here:
         return None
     other = [system for (u, system), record in recorded_runs(c).items()

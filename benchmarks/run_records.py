@@ -238,9 +238,18 @@ def replica_making(record: dict) -> str | None:
     other oracles, reorderer and positions under the same replica number. The reorderer's Kendall tau on each test
     sentence, which bleu.py records for every system (vanilla included: the preparation is shared), differs between
     makings; a record from before it was kept falls back on the corpus tau."""
-    data = record.get("provenance", {}).get("data", {})
+    per_sentence, corpus = _making_fingerprints(record.get("provenance", {}).get("data", {}))
+    return per_sentence or corpus
+
+
+def making_fingerprints(data: dict) -> set[str]:
+    """Every fingerprint that a record trained on this making (its preparation's `data`) can carry: the
+    per-sentence one, and the corpus tau's of a record from before per-sentence taus were kept."""
+    return set(_making_fingerprints(data)) - {None}
+
+
+def _making_fingerprints(data: dict) -> tuple[str | None, str | None]:
     per_sentence = data.get("test_sentences", {}).get("reorderer_tau")
-    if per_sentence:
-        return hashlib.sha1(json.dumps(per_sentence).encode()).hexdigest()[:10]
     corpus = data.get("reordering_vs_oracle", {}).get("test", {}).get("reorderer", {}).get("corpus_tau")
-    return None if corpus is None else f"tau{float(corpus):.6f}"
+    return (hashlib.sha1(json.dumps(per_sentence).encode()).hexdigest()[:10] if per_sentence else None,
+            None if corpus is None else f"tau{float(corpus):.6f}")
