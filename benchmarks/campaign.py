@@ -11,8 +11,8 @@ campaign.json:
 A unit is one pair and one seed: its data replica (bleu.py --data-replica SEED: an alignment, oracle, reorderer and
 XL positions of its own, so that the spread over seeds includes the unseeded eflomal's) and the systems trained on
 it. Each run is one bleu.py invocation on its unit's replica, after one `--prepare-only` invocation has made the
-replica; `run --jobs N` keeps N runs going across units, in the order listed, so a campaign cut short has its
-most important units and no core waits for the last run of a unit. Each run holds a lock in
+replica; `run --jobs N` keeps N runs going across units, in the order listed (after the runs an earlier `run` left
+cut off), so a campaign cut short has its most important units and no core waits for the last run of a unit. Each run holds a lock in
 WORK/campaign-logs while it runs, so two schedulers on one work directory never train the same run at once.
 What is done is read from the records alone:
 
@@ -277,6 +277,13 @@ def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job],
     return None
 
 
+def cut_first(pending: list[Job], started: Callable[[Job], bool]) -> list[Job]:
+    """The runs started in this work directory before and not recorded (cut off: they resume from their last
+    checkpoint) ahead of the others, each kind in campaign order: a unit that a cut left half-trained is finished
+    before another is begun, since a replica cannot be made again the same way once its work directory is gone."""
+    return sorted(pending, key=lambda job: not started(job))
+
+
 def start_locked(cmd: list[str], log_path: Path) -> subprocess.Popen | None:
     """Start cmd with its output appended to log_path, holding its .lock for as long as it runs (the child inherits
     the locked file), so that a second scheduler on the same work directory never trains the same run into the same
@@ -325,11 +332,11 @@ def parse_units(c: Campaign, specs: Sequence[str]) -> set[tuple[str, int]]:
 def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = BLEU,
                  finish_within: float = float("inf"), only: set[tuple[str, int]] | None = None,
                  allow_mixed_making: bool = False) -> int:
-    """Every missing run, `jobs` at a time across units, in unit order: a core freed at the end of a unit starts
-    the next unit's first run instead of idling. Each run's output goes to its own log in WORK/campaign-logs.
-    No run starts after `hours`, nor one that the estimates say would end after `finish_within` hours; with
-    `only`, no run of a (pair, seed) outside it; unless `allow_mixed_making`, none of a unit whose records come from
-    another making of its data replica than the work directory's (making_conflict)."""
+    """Every missing run, `jobs` at a time across units, in unit order after the cut-off ones (cut_first): a core freed
+    at the end of a unit starts the next unit's first run instead of idling. Each run's output goes to its own log in
+    WORK/campaign-logs. No run starts after `hours`, nor one that the estimates say would end after `finish_within`
+    hours; with `only`, no run of a (pair, seed) outside it; unless `allow_mixed_making`, none of a unit whose records
+    come from another making of its data replica than the work directory's (making_conflict)."""
     deadline = time.time() + hours * 3600
     finish_by = time.time() + finish_within * 3600
     kind = run_records.machine_kind(run_records.machine_info()) if finish_within != float("inf") else None
@@ -348,11 +355,12 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
             return True
         minutes = estimate.run + (estimate.replica if job.system is None else 0.0)
         return time.time() + minutes * 60 <= finish_by
-    pending = [Job(u, s) for u in c.units if only is None or (u.pair, u.seed) in only
-               for s in u.missing(c.directory)]
+    logs = Path(work) / "campaign-logs"
+    pending = cut_first([Job(u, s) for u in c.units if only is None or (u.pair, u.seed) in only
+                         for s in u.missing(c.directory)],
+                        lambda job: (logs / (results_path(c, job.unit, work, job.system).stem + ".log")).exists())
     prepared: set[Unit] = set()
     running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
-    logs = Path(work) / "campaign-logs"
     logs.mkdir(parents=True, exist_ok=True)
     failed = refused = 0
     try:

@@ -162,6 +162,20 @@ def test_a_run_that_another_scheduler_holds_is_left_to_it(fake_bleu, capsys):
         fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+def test_runs_cut_off_earlier_resume_before_any_run_starts_afresh(fake_bleu):
+    root, bleu = fake_bleu
+    c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla", "input"]},
+                                       {"pair": "en-ja", "seed": 1, "systems": ["vanilla", "rope"]}])
+    logs = root / "work" / "campaign-logs"
+    logs.mkdir()
+    (logs / "campaign-camp-en-ja-seed1-rope.log").write_text("[17:32:38] train en-ja rope seed 1\n")  # then cut
+    assert campaign.main(["run", str(c), "--work", str(root / "work"), *bleu]) == 0
+    assert [what(a) for a in calls(root / "work")] == [
+        ("en-ja", "rope,vanilla", "prepare"), ("en-ja", "rope", "train"),  # the cut run first, then campaign order
+        ("ja-en", "vanilla,input", "prepare"), ("ja-en", "vanilla", "train"), ("ja-en", "input", "train"),
+        ("en-ja", "vanilla", "train")]
+
+
 def test_no_run_starts_after_the_hours(fake_bleu):
     root, bleu = fake_bleu
     c = write_campaign(root / "camp", [{"pair": "ja-en", "seed": 1, "systems": ["vanilla"]}])
