@@ -12,9 +12,9 @@ A unit is one pair and one seed: its data replica (bleu.py --data-replica SEED: 
 XL positions of its own, so that the spread over seeds includes the unseeded eflomal's) and the systems trained on
 it. Each run is one bleu.py invocation on its unit's replica, after one `--prepare-only` invocation has made the
 replica; `run --jobs N` keeps N runs going across units, in the order listed (after the runs an earlier `run` left
-cut off), so a campaign cut short has its most important units and no core waits for the last run of a unit. Each run holds a lock in
-WORK/campaign-logs while it runs, so two schedulers on one work directory never train the same run at once.
-What is done is read from the records alone:
+cut off), so a campaign cut short has its most important units and no core waits for the last run of a unit. Each
+run holds a lock in WORK/campaign-logs while it runs, so two schedulers on one work directory never train the same
+run at once. What is done is read from the records alone:
 
     python benchmarks/campaign.py status docs/runs/2026-12-results
     python benchmarks/campaign.py run docs/runs/2026-12-results --work /work/bleu --hours 2 --jobs 2
