@@ -186,7 +186,7 @@ def contrast_markdown(results: dict) -> list[str]:
 
 def curve_markdown(results: dict) -> list[str]:
     """Dev BLEU of every run that kept a dev curve (--curve-every), one row per system and seed: where it
-    flattens."""
+    flattens; then, per seed, the differences of curve_pairs at each point: whether a lead grows or fades."""
     rows = [(pair_name, system, seed, {p["updates"]: p["bleu"] for p in run["curve"]})
             for pair_name, pair in results["pairs"].items() for system, by_seed in pair["runs"].items()
             for seed, run in by_seed.items() if run.get("curve")]
@@ -200,7 +200,35 @@ def curve_markdown(results: dict) -> list[str]:
     for pair_name, system, seed, points in rows:
         lines.append(f"| {pair_name} | {system} | {seed} | "
                      + " | ".join(f"{points[u]:.2f}" if u in points else "–" for u in updates) + " |")
+    curves = {(pair_name, system, seed): points for pair_name, system, seed, points in rows}
+    deltas = [(pair_name, system, baseline, seed, curves[pair_name, system, seed], curves[pair_name, baseline, seed])
+              for pair_name, pair in results["pairs"].items() for system, baseline in curve_pairs(pair)
+              for seed in pair["runs"].get(system, {})
+              if (pair_name, system, seed) in curves and (pair_name, baseline, seed) in curves]
+    if deltas:
+        lines += ["", "Δ dev BLEU along the training (system − baseline, the same seed; oracle systems against their "
+                  "namesake on the reorderer's positions and that system's baselines):", "",
+                  "| pair | system | baseline | seed | " + " | ".join(f"{u:,}" for u in updates) + " |",
+                  "|---|---|---|---|" + "---|" * len(updates)]
+        for pair_name, system, baseline, seed, points, base in deltas:
+            lines.append(f"| {pair_name} | {system} | {baseline} | {seed} | " + " | ".join(
+                f"{points[u] - base[u]:+.2f}" if u in points and u in base else "–" for u in updates) + " |")
     return lines
+
+
+def curve_pairs(pair: dict) -> list[tuple[str, str]]:
+    """The (system, baseline) differences a pair's dev curves show: every pair its significance tests compare on
+    test, and each oracle system (scored on dev only, so in no test) against the same system on the reorderer's
+    positions, what the reorderer misses, and against that system's baselines, what reordering information is worth
+    at each budget."""
+    tested = [(entry["system"], entry["baseline"]) for entry in pair.get("significance") or []]
+    out = list(dict.fromkeys(tested))
+    for system in pair["runs"]:
+        if system.endswith(ORACLE_SUFFIX):
+            namesake = system[:-len(ORACLE_SUFFIX)]
+            out += [(system, b) for b in [namesake] + [b for s, b in tested if s == namesake]
+                    if b in pair["runs"] and (system, b) not in out]
+    return out
 
 
 def replica_markdown(results: dict) -> list[str]:

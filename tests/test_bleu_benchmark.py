@@ -745,6 +745,31 @@ def test_dev_curve_scores_every_kept_checkpoint_once_and_travels_in_the_record(m
     assert "--save-interval-updates" not in commands[0]
 
 
+def test_the_curve_report_shows_each_tested_difference_and_the_oracle_ceiling_along_the_training() -> None:
+    # the budget curve's question: how much an XL system, and a model on oracle positions, leads its baselines at
+    # each budget; a point one of the two runs lacks is "–", a system with no curve gives no row
+    def run(*bleu):
+        return {"curve": [{"updates": u, "bleu": b, "chrf": 0.0} for u, b in zip((1000, 2000, 3000), bleu)
+                          if b is not None]}
+    pair = {"runs": {"vanilla": {"3": run(20.0, 25.0, 27.0)}, "rope-monotone": {"3": run(21.0, 26.0, 27.5)},
+                     "rope": {"3": run(21.5, 26.0, None)}, "rope-oracle": {"3": run(24.0, 27.0, 28.0)},
+                     "input-tanh": {"3": {}}},
+            "significance": [{"system": s, "baseline": b, "seed_pairs": []} for s, b in
+                             (("input-tanh", "vanilla"), ("rope", "vanilla"), ("rope-monotone", "vanilla"),
+                              ("rope", "rope-monotone"))]}
+    assert bleu_report.curve_pairs(pair) == [
+        ("input-tanh", "vanilla"), ("rope", "vanilla"), ("rope-monotone", "vanilla"), ("rope", "rope-monotone"),
+        ("rope-oracle", "rope"), ("rope-oracle", "vanilla"), ("rope-oracle", "rope-monotone")]
+    table = bleu_report.curve_markdown({"pairs": {"ja-en": pair}})
+    deltas = table[table.index("| pair | system | baseline | seed | 1,000 | 2,000 | 3,000 |") + 2:]
+    assert deltas == ["| ja-en | rope | vanilla | 3 | +1.50 | +1.00 | – |",
+                      "| ja-en | rope-monotone | vanilla | 3 | +1.00 | +1.00 | +0.50 |",
+                      "| ja-en | rope | rope-monotone | 3 | +0.50 | +0.00 | – |",
+                      "| ja-en | rope-oracle | rope | 3 | +2.50 | +1.00 | – |",
+                      "| ja-en | rope-oracle | vanilla | 3 | +4.00 | +2.00 | +1.00 |",
+                      "| ja-en | rope-oracle | rope-monotone | 3 | +3.00 | +1.00 | +0.50 |"]
+
+
 def test_pair_info_names_the_reorderer_settings_of_its_model(tmp_path: Path) -> None:
     # train-reorderer's defaults change between commits; a record must say which features and abstention its
     # data replica's reorderer used, read from the model file itself
