@@ -278,9 +278,10 @@ def next_job(pending: list[Job], prepared: set[Unit], running: Sequence[Job],
 
 
 def cut_first(pending: list[Job], started: Callable[[Job], bool]) -> list[Job]:
-    """The runs started in this work directory before and not recorded (cut off: they resume from their last
-    checkpoint) ahead of the others, each kind in campaign order: a unit that a cut left half-trained is finished
-    before another is begun, since a replica cannot be made again the same way once its work directory is gone."""
+    """The runs started in this work directory before and not recorded (cut off, they resume from their last
+    checkpoint; or failed, and are tried again first) ahead of the others, each kind in campaign order: a unit that a
+    cut left half-trained is finished before another is begun, since a replica cannot be made again the same way
+    once its work directory is gone."""
     return sorted(pending, key=lambda job: not started(job))
 
 
