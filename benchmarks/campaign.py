@@ -219,6 +219,12 @@ def results_path(c: Campaign, unit: Unit, work: str, name: str) -> Path:
     return Path(work) / f"campaign-{c.directory.name}-{unit.pair}-seed{unit.seed}-{name}.json"
 
 
+def log_path(c: Campaign, unit: Unit, work: str, name: str) -> Path:
+    """The log of one invocation of a unit (results_path's name), in WORK/campaign-logs: it exists once the
+    invocation has started."""
+    return Path(work) / "campaign-logs" / (results_path(c, unit, work, name).stem + ".log")
+
+
 def bleu_command(c: Campaign, unit: Unit, systems: list[str], work: str, bleu: Path = BLEU,
                  prepare_only: bool = False) -> list[str]:
     # the unit's own data replica (alignment, reorderer): the spread over seeds includes the unseeded alignment's
@@ -356,13 +362,12 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
             return True
         minutes = estimate.run + (estimate.replica if job.system is None else 0.0)
         return time.time() + minutes * 60 <= finish_by
-    logs = Path(work) / "campaign-logs"
     pending = cut_first([Job(u, s) for u in c.units if only is None or (u.pair, u.seed) in only
                          for s in u.missing(c.directory)],
-                        lambda job: (logs / (results_path(c, job.unit, work, job.system).stem + ".log")).exists())
+                        lambda job: log_path(c, job.unit, work, job.system).exists())
     prepared: set[Unit] = set()
     running: dict[subprocess.Popen, tuple[Job, Path, float]] = {}
-    logs.mkdir(parents=True, exist_ok=True)
+    (Path(work) / "campaign-logs").mkdir(parents=True, exist_ok=True)
     failed = refused = 0
     try:
         while running or (pending and not failed):
@@ -379,16 +384,16 @@ def run_campaign(c: Campaign, work: str, hours: float, jobs: int, bleu: Path = B
                     break
                 systems = [job.system] if job.system else [j.system for j in pending if j.unit == job.unit]
                 cmd = bleu_command(c, job.unit, systems, work, bleu, prepare_only=job.system is None)
-                log_path = logs / (Path(cmd[-1]).stem + ".log")
-                proc = start_locked(cmd, log_path)
+                log_file = log_path(c, job.unit, work, "prepare" if job.system is None else job.system)
+                proc = start_locked(cmd, log_file)
                 waiting = proc is None and job.system is None  # look again after a pause
                 if job.system is not None:
                     pending.remove(job)
                 if proc is not None:
-                    running[proc] = (job, log_path, time.time())
-                    log(f"start {job.describe()} (log: {log_path})")
+                    running[proc] = (job, log_file, time.time())
+                    log(f"start {job.describe()} (log: {log_file})")
                 elif job.system is not None:
-                    log(f"skip {job.describe()}: another process runs it ({log_path.with_suffix('.lock')} is held)")
+                    log(f"skip {job.describe()}: another process runs it ({log_file.with_suffix('.lock')} is held)")
             if not running and not waiting:
                 break
             time.sleep(POLL_SECONDS)
